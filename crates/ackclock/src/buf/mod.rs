@@ -1,1 +1,497 @@
+//! Packet buffers (pbufs): one contiguous frame per buffer (DESIGN.md principle 2).
+//!
+//! A [`Pool`] carves N fixed-size buffers out of one allocation at start-up. A [`PBuf`] is a
+//! handle to one buffer plus its own *view* (where the data starts and how long it is, inside
+//! the buffer) and [`Meta`]data (cached checksum and its coverage, offload flags).
+//!
+//! Ownership:
+//! - A handle fresh from [`Pool::alloc`] is the only one for its buffer and may write it:
+//!   prepend headers into the headroom, append payload, [`PBuf::data_mut`].
+//! - [`PBuf::share`] makes a second, read-only handle to the same bytes (a reference count).
+//!   A sent segment stays in the retransmission queue while a device transmits the same
+//!   buffer, as Afterburner keeps sent data on the card until it is acknowledged (seed 004).
+//!   While a buffer is shared, writes fail with [`BufError::Shared`]; views and metadata
+//!   stay per handle, so the receiver of a frame can trim its view of a buffer its sender
+//!   still holds.
+//! - Dropping the last handle returns the buffer to its pool. Handles are not `Clone` and
+//!   release only on drop, so double release and use after release cannot be written in
+//!   safe code.
 
+mod pool;
+
+pub use pool::{Pool, PoolConfig, PoolConfigError, PoolExhausted, DEFAULT_BUFFER_SIZE, DEFAULT_HEADROOM};
+
+use crate::wire::checksum;
+use core::fmt;
+use core::sync::atomic::{fence, Ordering};
+use pool::PoolInner;
+use std::sync::Arc;
+
+/// Why a view operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufError {
+    /// Not enough headroom to prepend.
+    NoHeadroom,
+    /// Not enough room after the data to append.
+    NoTailroom,
+    /// A trim or range beyond the data.
+    OutOfRange,
+    /// The bytes are shared with another handle and cannot be written.
+    Shared,
+}
+
+impl fmt::Display for BufError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BufError::NoHeadroom => "no headroom",
+            BufError::NoTailroom => "no tailroom",
+            BufError::OutOfRange => "range outside the buffer data",
+            BufError::Shared => "buffer is shared",
+        })
+    }
+}
+
+impl std::error::Error for BufError {}
+
+/// Per-handle flags.
+#[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Flags(u16);
+
+impl Flags {
+    /// `Meta::sum` holds the sum of `sum_len` bytes at buffer offset `sum_start`.
+    pub const SUM_CACHED: Flags = Flags(1 << 0);
+    /// Receive: the device (or the stack) has verified the transport checksum.
+    pub const CSUM_VERIFIED: Flags = Flags(1 << 1);
+    /// Transmit: the transport checksum field holds only the pseudo-header sum; the device
+    /// completes it over `csum_start..` and writes it at `csum_start + csum_offset`
+    /// (virtio-net NEEDS_CSUM). On receive from a TAP it means the same, and that the data is
+    /// known good.
+    pub const CSUM_PARTIAL: Flags = Flags(1 << 2);
+    /// A TCP/IPv4 segment larger than one MSS, to be cut at `gso_size` by the device
+    /// (transmit), or coalesced by it (receive).
+    pub const GSO_TCPV4: Flags = Flags(1 << 3);
+
+    pub const fn empty() -> Flags {
+        Flags(0)
+    }
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub fn insert(&mut self, other: Flags) {
+        self.0 |= other.0;
+    }
+    pub fn remove(&mut self, other: Flags) {
+        self.0 &= !other.0;
+    }
+    pub const fn bits(self) -> u16 {
+        self.0
+    }
+}
+
+impl core::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        Flags(self.0 | rhs.0)
+    }
+}
+
+impl fmt::Debug for Flags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (Flags::SUM_CACHED, "SUM_CACHED"),
+            (Flags::CSUM_VERIFIED, "CSUM_VERIFIED"),
+            (Flags::CSUM_PARTIAL, "CSUM_PARTIAL"),
+            (Flags::GSO_TCPV4, "GSO_TCPV4"),
+        ];
+        let mut first = true;
+        for (flag, name) in names {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("-")?;
+        }
+        Ok(())
+    }
+}
+
+/// Per-handle packet metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Meta {
+    pub flags: Flags,
+    /// Cached ones'-complement sum (see [`crate::wire::checksum`]) of the buffer bytes
+    /// `[sum_start, sum_start + sum_len)`, in buffer offsets, so it survives prepending
+    /// headers. Valid when `flags` has [`Flags::SUM_CACHED`].
+    pub sum: u16,
+    pub sum_start: u32,
+    pub sum_len: u32,
+    /// Checksum offload: where the checksummed region starts, counted from the data start.
+    pub csum_start: u16,
+    /// Checksum offload: where the checksum field is, counted from `csum_start`.
+    pub csum_offset: u16,
+    /// Segmentation offload: payload bytes per segment.
+    pub gso_size: u16,
+}
+
+/// A handle to one packet buffer; see the [module docs](self).
+pub struct PBuf {
+    pool: Arc<PoolInner>,
+    index: u32,
+    head: u32,
+    len: u32,
+    /// Metadata of this handle's view.
+    pub meta: Meta,
+}
+
+impl PBuf {
+    #[inline]
+    fn new(pool: Arc<PoolInner>, index: u32) -> PBuf {
+        let head = pool.headroom;
+        PBuf { pool, index, head, len: 0, meta: Meta::default() }
+    }
+
+    /// The data bytes of this view.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: head + len <= buffer_size is kept by every view operation. Writes happen
+        // only through `&mut self` of a handle whose buffer is unshared, so no write can
+        // alias this shared borrow.
+        unsafe {
+            core::slice::from_raw_parts(self.pool.buffer_ptr(self.index).add(self.head as usize), self.len as usize)
+        }
+    }
+
+    /// The data bytes, writable if this is the only handle to the buffer.
+    #[inline]
+    pub fn data_mut(&mut self) -> Result<&mut [u8], BufError> {
+        let (head, len) = (self.head as usize, self.len as usize);
+        self.bytes_mut(head, len)
+    }
+
+    /// Bytes of the buffer at `[start, start + len)` (buffer offsets), if unshared.
+    #[inline]
+    fn bytes_mut(&mut self, start: usize, len: usize) -> Result<&mut [u8], BufError> {
+        if !self.is_unique() {
+            return Err(BufError::Shared);
+        }
+        debug_assert!(start + len <= self.pool.buffer_size as usize);
+        // SAFETY: in bounds (callers check against head/len/buffer_size); this handle is the
+        // only one (refcount 1, Acquire pairs with the Release of dropped handles), and it is
+        // borrowed mutably for the returned lifetime, so it cannot be shared meanwhile.
+        unsafe { Ok(core::slice::from_raw_parts_mut(self.pool.buffer_ptr(self.index).add(start), len)) }
+    }
+
+    /// Whether this is the only handle to its buffer.
+    #[inline]
+    pub fn is_unique(&self) -> bool {
+        self.pool.refcnt[self.index as usize].load(Ordering::Acquire) == 1
+    }
+
+    /// A second, read-only handle to the same bytes, with a copy of this view and metadata.
+    #[inline]
+    pub fn share(&self) -> PBuf {
+        // Relaxed, as for `Arc::clone`: the new handle is derived from a live one.
+        self.pool.refcnt[self.index as usize].fetch_add(1, Ordering::Relaxed);
+        PBuf { pool: self.pool.clone(), index: self.index, head: self.head, len: self.len, meta: self.meta }
+    }
+
+    /// Length of the data.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes in front of the data.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.head as usize
+    }
+
+    /// Bytes after the data.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        (self.pool.buffer_size - self.head - self.len) as usize
+    }
+
+    /// Total size of the buffer.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.pool.buffer_size as usize
+    }
+
+    /// Offset of the data start inside the buffer.
+    #[inline]
+    pub fn offset(&self) -> usize {
+        self.head as usize
+    }
+
+    /// Which buffer of its pool this is (for traces and tests).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Grow the data by `n` bytes at the front (into the headroom) and return them.
+    #[inline]
+    pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
+        if n > self.head as usize {
+            return Err(BufError::NoHeadroom);
+        }
+        if !self.is_unique() {
+            return Err(BufError::Shared);
+        }
+        self.head -= n as u32;
+        self.len += n as u32;
+        let head = self.head as usize;
+        self.bytes_mut(head, n)
+    }
+
+    /// Grow the data by `n` bytes at the end and return them. The bytes hold whatever the
+    /// buffer held before; callers overwrite them.
+    #[inline]
+    pub fn append(&mut self, n: usize) -> Result<&mut [u8], BufError> {
+        if n > self.tailroom() {
+            return Err(BufError::NoTailroom);
+        }
+        if !self.is_unique() {
+            return Err(BufError::Shared);
+        }
+        let start = (self.head + self.len) as usize;
+        self.len += n as u32;
+        self.bytes_mut(start, n)
+    }
+
+    /// Append a copy of `src`, summing it during the copy (DESIGN.md principle 1), and
+    /// extend the cached sum to cover it. Returns the sum of `src` alone.
+    ///
+    /// The cached sum covers one contiguous run: if it did not end where `src` lands, it is
+    /// restarted at `src`.
+    pub fn append_copy_sum(&mut self, src: &[u8]) -> Result<u16, BufError> {
+        let start = self.head + self.len;
+        let dst = self.append(src.len())?;
+        let s = checksum::copy_and_sum(dst, src);
+        let m = &mut self.meta;
+        if m.flags.contains(Flags::SUM_CACHED) && m.sum_start + m.sum_len == start {
+            m.sum = checksum::add_at(m.sum, s, m.sum_len as usize);
+            m.sum_len += src.len() as u32;
+        } else {
+            m.flags.insert(Flags::SUM_CACHED);
+            m.sum = s;
+            m.sum_start = start;
+            m.sum_len = src.len() as u32;
+        }
+        Ok(s)
+    }
+
+    /// The cached sum, if it covers exactly the data bytes `[from, len)` of this view.
+    #[inline]
+    pub fn cached_sum_from(&self, from: usize) -> Option<u16> {
+        let m = &self.meta;
+        let covers = m.flags.contains(Flags::SUM_CACHED)
+            && m.sum_start as usize == self.head as usize + from
+            && (m.sum_start + m.sum_len) == self.head + self.len;
+        covers.then_some(m.sum)
+    }
+
+    /// Drop `n` bytes from the front of this view (e.g. a header that has been processed).
+    #[inline]
+    pub fn trim_front(&mut self, n: usize) -> Result<(), BufError> {
+        if n > self.len as usize {
+            return Err(BufError::OutOfRange);
+        }
+        self.head += n as u32;
+        self.len -= n as u32;
+        Ok(())
+    }
+
+    /// Shorten this view to `len` bytes (e.g. to drop Ethernet padding).
+    #[inline]
+    pub fn truncate(&mut self, len: usize) -> Result<(), BufError> {
+        if len > self.len as usize {
+            return Err(BufError::OutOfRange);
+        }
+        self.len = len as u32;
+        Ok(())
+    }
+
+    /// Reset an unshared buffer to empty, with `headroom` bytes in front, keeping nothing of
+    /// the old view or metadata. For devices that recycle their own receive buffers.
+    pub fn reset(&mut self, headroom: usize) -> Result<(), BufError> {
+        if headroom > self.pool.buffer_size as usize {
+            return Err(BufError::OutOfRange);
+        }
+        if !self.is_unique() {
+            return Err(BufError::Shared);
+        }
+        self.head = headroom as u32;
+        self.len = 0;
+        self.meta = Meta::default();
+        Ok(())
+    }
+}
+
+impl Drop for PBuf {
+    #[inline]
+    fn drop(&mut self) {
+        // As `Arc::drop`: Release so our reads of the bytes happen before the next owner's
+        // writes; the last handle takes an Acquire fence before recycling.
+        if self.pool.refcnt[self.index as usize].fetch_sub(1, Ordering::Release) == 1 {
+            fence(Ordering::Acquire);
+            self.pool.push(self.index);
+        }
+    }
+}
+
+impl fmt::Debug for PBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PBuf")
+            .field("index", &self.index)
+            .field("offset", &self.head)
+            .field("len", &self.len)
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(n: usize) -> Pool {
+        Pool::new(PoolConfig { buffers: n, buffer_size: 256, headroom: 64 }).unwrap()
+    }
+
+    #[test]
+    fn config_is_checked() {
+        let bad = |buffers, buffer_size, headroom| Pool::new(PoolConfig { buffers, buffer_size, headroom }).unwrap_err();
+        assert_eq!(bad(0, 256, 0), PoolConfigError::BadCount);
+        assert_eq!(bad(1, 64, 64), PoolConfigError::BadSize);
+        assert_eq!(bad(usize::MAX / 2, 1 << 20, 0), PoolConfigError::BadCount);
+        assert_eq!(bad(1 << 30, 1 << 20, 0), PoolConfigError::OutOfMemory);
+        let p = Pool::new(PoolConfig { buffers: 3, buffer_size: 100, headroom: 10 }).unwrap();
+        assert_eq!(p.buffer_size(), 128, "rounded up to a cache line");
+    }
+
+    #[test]
+    fn exhaustion_is_an_error_not_a_fallback() {
+        let p = pool(2);
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        assert_eq!(p.available(), 0);
+        assert_eq!(p.alloc().unwrap_err(), PoolExhausted);
+        assert_eq!(p.exhausted_count(), 1);
+        drop(a);
+        assert_eq!(p.available(), 1);
+        let c = p.alloc().unwrap();
+        assert_ne!(c.index(), b.index());
+        drop((b, c));
+        assert_eq!(p.available(), 2);
+    }
+
+    #[test]
+    fn headroom_prepend_append() {
+        let p = pool(1);
+        let mut b = p.alloc().unwrap();
+        assert_eq!((b.headroom(), b.len(), b.tailroom(), b.capacity()), (64, 0, 192, 256));
+        b.append(4).unwrap().copy_from_slice(b"data");
+        b.prepend(2).unwrap().copy_from_slice(b"hd");
+        assert_eq!(b.data(), b"hddata");
+        assert_eq!(b.headroom(), 62);
+        assert_eq!(b.prepend(63).unwrap_err(), BufError::NoHeadroom);
+        assert_eq!(b.append(189).unwrap_err(), BufError::NoTailroom);
+        b.trim_front(2).unwrap();
+        b.truncate(3).unwrap();
+        assert_eq!(b.data(), b"dat");
+        assert_eq!(b.trim_front(4).unwrap_err(), BufError::OutOfRange);
+        assert_eq!(b.truncate(4).unwrap_err(), BufError::OutOfRange);
+    }
+
+    #[test]
+    fn shared_bytes_are_read_only_and_views_are_per_handle() {
+        let p = pool(1);
+        let mut a = p.alloc().unwrap();
+        a.append(5).unwrap().copy_from_slice(b"hello");
+        let mut b = a.share();
+        assert!(!a.is_unique() && !b.is_unique());
+        assert_eq!(a.data_mut().unwrap_err(), BufError::Shared);
+        assert_eq!(a.prepend(1).unwrap_err(), BufError::Shared);
+        assert_eq!(b.append(1).unwrap_err(), BufError::Shared);
+        b.trim_front(1).unwrap();
+        b.meta.flags.insert(Flags::CSUM_VERIFIED);
+        assert_eq!(a.data(), b"hello");
+        assert_eq!(b.data(), b"ello");
+        assert!(!a.meta.flags.contains(Flags::CSUM_VERIFIED));
+        drop(a);
+        assert_eq!(p.available(), 0, "still held by the shared handle");
+        assert!(b.is_unique());
+        b.data_mut().unwrap()[0] = b'E';
+        assert_eq!(b.data(), b"Ello");
+        drop(b);
+        assert_eq!(p.available(), 1);
+    }
+
+    #[test]
+    fn append_copy_sum_caches_the_payload_sum() {
+        let p = pool(1);
+        let mut b = p.alloc().unwrap();
+        let s1 = b.append_copy_sum(b"abc").unwrap();
+        assert_eq!(s1, checksum::sum(b"abc"));
+        b.append_copy_sum(b"defg").unwrap();
+        assert_eq!(b.cached_sum_from(0), Some(checksum::sum(b"abcdefg")));
+        // Headers prepended later do not disturb the cached payload sum.
+        b.prepend(20).unwrap().fill(0xee);
+        assert_eq!(b.cached_sum_from(20), Some(checksum::sum(b"abcdefg")));
+        assert_eq!(b.cached_sum_from(0), None);
+        b.truncate(25).unwrap();
+        assert_eq!(b.cached_sum_from(20), None, "coverage no longer matches the view");
+    }
+
+    #[test]
+    fn reset_recycles_a_unique_buffer() {
+        let p = pool(1);
+        let mut b = p.alloc().unwrap();
+        b.append(10).unwrap();
+        b.meta.gso_size = 1448;
+        b.reset(8).unwrap();
+        assert_eq!((b.headroom(), b.len(), b.meta), (8, 0, Meta::default()));
+        let c = b.share();
+        assert_eq!(b.reset(8).unwrap_err(), BufError::Shared);
+        drop(c);
+    }
+
+    #[test]
+    fn handles_cross_threads() {
+        let p = pool(64);
+        let (tx, rx) = std::sync::mpsc::channel::<PBuf>();
+        let producer = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                for i in 0..10_000u32 {
+                    loop {
+                        if let Ok(mut b) = p.alloc() {
+                            b.append(4).unwrap().copy_from_slice(&i.to_be_bytes());
+                            tx.send(b).unwrap();
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        for i in 0..10_000u32 {
+            let b = rx.recv().unwrap();
+            assert_eq!(b.data(), &i.to_be_bytes());
+        }
+        producer.join().unwrap();
+        assert_eq!(p.available(), 64);
+    }
+}

@@ -1,0 +1,254 @@
+//! The buffer pool: N fixed-size buffers in one allocation made at start-up, and a
+//! lock-free free list of their indices.
+//!
+//! The free list is Afterburner's Tx_Free/Rx_Free FIFO (seed 004): a buffer is free when no
+//! handle refers to it, and dropping the last [`PBuf`] handle pushes it back. Nothing here
+//! allocates after [`Pool::new`].
+
+use super::PBuf;
+use core::fmt;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::alloc::{self, Layout};
+use std::sync::Arc;
+
+/// End of the free list.
+const NIL: u32 = u32::MAX;
+
+/// Buffers start on cache-line boundaries.
+const ALIGN: usize = 64;
+
+/// Default headroom: a VLAN-tagged Ethernet header (18) + IPv4 with full options (60) + TCP
+/// with full options (60) is 138 bytes; a virtio-net header for TAP offload adds 12. 160 fits
+/// all of it and keeps the payload of an untagged option-less frame 8-byte aligned.
+pub const DEFAULT_HEADROOM: usize = 160;
+
+/// Default buffer size: headroom plus a 1500-byte IP packet and its Ethernet header, rounded
+/// up to a cache line multiple.
+pub const DEFAULT_BUFFER_SIZE: usize = 1728;
+
+/// How a pool is carved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Number of buffers.
+    pub buffers: usize,
+    /// Bytes per buffer, headroom included. Rounded up to a multiple of 64.
+    pub buffer_size: usize,
+    /// Bytes reserved in front of the data of a newly allocated buffer, so that headers
+    /// can be prepended in place.
+    pub headroom: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig { buffers: 1024, buffer_size: DEFAULT_BUFFER_SIZE, headroom: DEFAULT_HEADROOM }
+    }
+}
+
+/// Why a pool could not be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolConfigError {
+    /// Zero buffers, or more than `u32::MAX - 1`.
+    BadCount,
+    /// Headroom not smaller than the buffer, or a buffer larger than 4 GiB.
+    BadSize,
+    /// The allocation failed or its size overflows.
+    OutOfMemory,
+}
+
+impl fmt::Display for PoolConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PoolConfigError::BadCount => "bad buffer count",
+            PoolConfigError::BadSize => "bad buffer size or headroom",
+            PoolConfigError::OutOfMemory => "cannot allocate the pool",
+        })
+    }
+}
+
+impl std::error::Error for PoolConfigError {}
+
+/// Every buffer of the pool is in use. The caller counts it and drops what it was doing;
+/// the pool never falls back to the heap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolExhausted;
+
+impl fmt::Display for PoolExhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("packet buffer pool exhausted")
+    }
+}
+
+impl std::error::Error for PoolExhausted {}
+
+/// A pool of packet buffers. Cheap to clone (a reference count); every [`PBuf`] keeps its
+/// pool alive.
+#[derive(Clone)]
+pub struct Pool {
+    pub(super) inner: Arc<PoolInner>,
+}
+
+pub(super) struct PoolInner {
+    base: NonNull<u8>,
+    layout: Layout,
+    pub(super) buffer_size: u32,
+    pub(super) headroom: u32,
+    count: u32,
+    /// Handles per buffer; 0 when free.
+    pub(super) refcnt: Box<[AtomicU32]>,
+    /// Free-list links.
+    next: Box<[AtomicU32]>,
+    /// Free-list head: (ABA tag << 32) | index.
+    head: AtomicU64,
+    free: AtomicU32,
+    exhausted: AtomicU64,
+}
+
+// SAFETY: the buffer memory is only written through a handle that is the sole reference to
+// its buffer (checked by `refcnt`), and handed between threads with Release/Acquire on the
+// free list and the reference counts, so sharing the pool between threads is sound.
+unsafe impl Send for PoolInner {}
+// SAFETY: see above.
+unsafe impl Sync for PoolInner {}
+
+impl Pool {
+    /// Allocate every buffer up front.
+    pub fn new(config: PoolConfig) -> Result<Pool, PoolConfigError> {
+        if config.buffers == 0 || config.buffers >= NIL as usize {
+            return Err(PoolConfigError::BadCount);
+        }
+        let size = config.buffer_size.checked_next_multiple_of(ALIGN).ok_or(PoolConfigError::BadSize)?;
+        if config.headroom >= size || size > u32::MAX as usize {
+            return Err(PoolConfigError::BadSize);
+        }
+        let total = size.checked_mul(config.buffers).ok_or(PoolConfigError::OutOfMemory)?;
+        let layout = Layout::from_size_align(total, ALIGN).map_err(|_| PoolConfigError::OutOfMemory)?;
+        // SAFETY: `total` is non-zero (buffers >= 1, size >= 64).
+        let base = NonNull::new(unsafe { alloc::alloc_zeroed(layout) }).ok_or(PoolConfigError::OutOfMemory)?;
+        let count = config.buffers as u32;
+        let next: Box<[AtomicU32]> =
+            (0..count).map(|i| AtomicU32::new(if i + 1 < count { i + 1 } else { NIL })).collect();
+        let refcnt: Box<[AtomicU32]> = (0..count).map(|_| AtomicU32::new(0)).collect();
+        Ok(Pool {
+            inner: Arc::new(PoolInner {
+                base,
+                layout,
+                buffer_size: size as u32,
+                headroom: config.headroom as u32,
+                count,
+                refcnt,
+                next,
+                head: AtomicU64::new(0),
+                free: AtomicU32::new(count),
+                exhausted: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Take a free buffer: empty, with the pool's headroom in front of its data.
+    #[inline]
+    pub fn alloc(&self) -> Result<PBuf, PoolExhausted> {
+        match self.inner.pop() {
+            Some(index) => Ok(PBuf::new(self.inner.clone(), index)),
+            None => {
+                self.inner.exhausted.fetch_add(1, Ordering::Relaxed);
+                Err(PoolExhausted)
+            }
+        }
+    }
+
+    /// Number of buffers.
+    pub fn capacity(&self) -> usize {
+        self.inner.count as usize
+    }
+
+    /// Number of free buffers (exact when no other thread is allocating or freeing).
+    pub fn available(&self) -> usize {
+        self.inner.free.load(Ordering::Relaxed) as usize
+    }
+
+    /// Bytes per buffer.
+    pub fn buffer_size(&self) -> usize {
+        self.inner.buffer_size as usize
+    }
+
+    /// Headroom of a freshly allocated buffer.
+    pub fn headroom(&self) -> usize {
+        self.inner.headroom as usize
+    }
+
+    /// How many times [`Pool::alloc`] found the pool empty.
+    pub fn exhausted_count(&self) -> u64 {
+        self.inner.exhausted.load(Ordering::Relaxed)
+    }
+
+    /// Whether `buf` came from this pool.
+    pub fn owns(&self, buf: &PBuf) -> bool {
+        Arc::ptr_eq(&self.inner, &buf.pool)
+    }
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("capacity", &self.capacity())
+            .field("available", &self.available())
+            .field("buffer_size", &self.buffer_size())
+            .field("headroom", &self.headroom())
+            .finish()
+    }
+}
+
+impl PoolInner {
+    /// Treiber-stack pop; the tag in the high half of `head` defeats ABA.
+    #[inline]
+    fn pop(&self) -> Option<u32> {
+        let mut head = self.head.load(Ordering::Acquire);
+        loop {
+            let index = head as u32;
+            if index == NIL {
+                return None;
+            }
+            let next = self.next[index as usize].load(Ordering::Relaxed);
+            let new = (((head >> 32) + 1) << 32) | next as u64;
+            match self.head.compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.free.fetch_sub(1, Ordering::Relaxed);
+                    self.refcnt[index as usize].store(1, Ordering::Relaxed);
+                    return Some(index);
+                }
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn push(&self, index: u32) {
+        self.free.fetch_add(1, Ordering::Relaxed);
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            self.next[index as usize].store(head as u32, Ordering::Relaxed);
+            let new = (((head >> 32) + 1) << 32) | index as u64;
+            // Release: whatever was written into the buffer happens-before its next owner.
+            match self.head.compare_exchange_weak(head, new, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Start of buffer `index`.
+    #[inline]
+    pub(super) fn buffer_ptr(&self, index: u32) -> *mut u8 {
+        // SAFETY: index < count, so the offset stays inside the allocation.
+        unsafe { self.base.as_ptr().add(index as usize * self.buffer_size as usize) }
+    }
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        // Every handle holds an Arc, so no buffer is in use here.
+        // SAFETY: allocated in `Pool::new` with this layout.
+        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) }
+    }
+}
