@@ -15,6 +15,12 @@ pub mod tcp;
 pub mod udp;
 
 // Re-exports of each format's main types (added by each format's module).
+pub use arp::{ArpOperation, ArpPacket, ArpRepr};
+pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+pub use icmpv4::{Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
+pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
+pub use tcp::{SackBlocks, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr};
+pub use udp::{UdpPacket, UdpRepr};
 
 pub use core::net::Ipv4Addr;
 
