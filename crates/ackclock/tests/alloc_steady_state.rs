@@ -5,7 +5,7 @@
 //! allocation count must not move. Later layers (TCP) extend this proof in their own tests.
 
 use ackclock::buf::{Pool, PoolConfig};
-use ackclock::phy::{Batch, Device, Pipe, PipeConfig};
+use ackclock::phy::{pipe, Batch, Device, PipeConfig};
 use ackclock::time::Instant;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -79,7 +79,7 @@ type Rig = (ackclock::phy::PipeEnd, ackclock::phy::PipeEnd, Batch, Batch, Batch)
 
 thread_local! {
     static PIPE: std::cell::RefCell<Rig> = std::cell::RefCell::new({
-        let (a, b) = Pipe::new(PipeConfig { depth: 64, ..Default::default() });
+        let (a, b) = pipe(PipeConfig { depth: 64, ..Default::default() });
         (a, b, Batch::with_capacity(32), Batch::with_capacity(32), Batch::with_capacity(32))
     });
 }

@@ -14,7 +14,7 @@
 
 pub mod pipe;
 
-pub use pipe::{Pipe, PipeConfig, PipeEnd};
+pub use pipe::{pipe, PipeConfig, PipeEnd};
 
 use crate::buf::PBuf;
 use crate::time::Instant;

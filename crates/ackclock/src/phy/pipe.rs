@@ -33,27 +33,21 @@ struct Queue {
     depth: usize,
 }
 
-/// Makes pipes.
-#[derive(Debug)]
-pub struct Pipe;
-
-impl Pipe {
-    /// Two connected endpoints.
-    pub fn new(config: PipeConfig) -> (PipeEnd, PipeEnd) {
-        let queue = || Arc::new(Mutex::new(Queue { frames: VecDeque::with_capacity(config.depth), depth: config.depth }));
-        let (a_to_b, b_to_a) = (queue(), queue());
-        let a = PipeEnd {
-            tx: a_to_b.clone(),
-            rx: b_to_a.clone(),
-            capabilities: config.capabilities,
-            stats: DeviceStats::default(),
-        };
-        let b = PipeEnd { tx: b_to_a, rx: a_to_b, capabilities: config.capabilities, stats: DeviceStats::default() };
-        (a, b)
-    }
+/// Two connected endpoints.
+pub fn pipe(config: PipeConfig) -> (PipeEnd, PipeEnd) {
+    let queue = || Arc::new(Mutex::new(Queue { frames: VecDeque::with_capacity(config.depth), depth: config.depth }));
+    let (a_to_b, b_to_a) = (queue(), queue());
+    let a = PipeEnd {
+        tx: a_to_b.clone(),
+        rx: b_to_a.clone(),
+        capabilities: config.capabilities,
+        stats: DeviceStats::default(),
+    };
+    let b = PipeEnd { tx: b_to_a, rx: a_to_b, capabilities: config.capabilities, stats: DeviceStats::default() };
+    (a, b)
 }
 
-/// One end of a [`Pipe`].
+/// One end of a [`pipe`].
 #[derive(Debug)]
 pub struct PipeEnd {
     tx: Arc<Mutex<Queue>>,
@@ -129,7 +123,7 @@ mod tests {
     #[test]
     fn frames_cross_without_copy_in_order() {
         let pool = Pool::new(PoolConfig { buffers: 8, ..Default::default() }).unwrap();
-        let (mut a, mut b) = Pipe::new(PipeConfig::default());
+        let (mut a, mut b) = pipe(PipeConfig::default());
         let mut tx = Batch::with_capacity(4);
         let mut indices = Vec::new();
         for i in 0..3 {
@@ -156,7 +150,7 @@ mod tests {
     #[test]
     fn full_queue_drops_and_counts() {
         let pool = Pool::new(PoolConfig { buffers: 8, ..Default::default() }).unwrap();
-        let (mut a, mut b) = Pipe::new(PipeConfig { depth: 2, ..Default::default() });
+        let (mut a, mut b) = pipe(PipeConfig { depth: 2, ..Default::default() });
         let mut tx = Batch::with_capacity(8);
         for i in 0..5 {
             tx.push(frame(&pool, i)).unwrap();
@@ -172,7 +166,7 @@ mod tests {
     #[test]
     fn shared_frame_stays_with_sender_after_delivery() {
         let pool = Pool::new(PoolConfig { buffers: 2, ..Default::default() }).unwrap();
-        let (mut a, mut b) = Pipe::new(PipeConfig::default());
+        let (mut a, mut b) = pipe(PipeConfig::default());
         let kept = frame(&pool, 7);
         let mut tx = Batch::with_capacity(1);
         tx.push(kept.share()).unwrap();

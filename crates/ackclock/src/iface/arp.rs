@@ -1,0 +1,216 @@
+//! The neighbour cache: IPv4 address to Ethernet address, learned by ARP (RFC 826), with
+//! expiry, and a bounded queue of frames waiting for a resolution.
+
+use crate::buf::PBuf;
+use crate::time::{Duration, Instant};
+use crate::wire::EthernetAddress;
+use core::net::Ipv4Addr;
+use std::collections::{HashMap, VecDeque};
+
+/// Cache settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArpConfig {
+    /// Entries held at most; the oldest is evicted beyond it.
+    pub capacity: usize,
+    /// How long a learned entry is trusted (Linux `base_reachable_time` is 30 s; entries
+    /// are confirmed by traffic, so a minute is conservative).
+    pub lifetime: Duration,
+    /// Frames parked waiting for resolution, all neighbours together.
+    pub pending_frames: usize,
+    /// Frames parked per neighbour (Linux `unres_qlen_bytes` is about 3 frames' worth).
+    pub pending_per_neighbour: usize,
+    /// Time between requests for the same address.
+    pub retry: Duration,
+}
+
+impl Default for ArpConfig {
+    fn default() -> Self {
+        ArpConfig {
+            capacity: 1024,
+            lifetime: Duration::from_secs(60),
+            pending_frames: 64,
+            pending_per_neighbour: 4,
+            retry: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    mac: EthernetAddress,
+    expires: Option<Instant>,
+}
+
+/// The cache.
+#[derive(Debug)]
+pub struct ArpCache {
+    config: ArpConfig,
+    entries: HashMap<Ipv4Addr, Entry>,
+    /// Frames waiting for their next hop, with that hop.
+    pending: VecDeque<(Ipv4Addr, PBuf)>,
+    /// When a request for an address was last sent.
+    requested: HashMap<Ipv4Addr, Instant>,
+    /// Frames dropped because the pending queue was full.
+    pub pending_dropped: u64,
+}
+
+impl ArpCache {
+    pub fn new(config: ArpConfig) -> ArpCache {
+        ArpCache {
+            config,
+            entries: HashMap::with_capacity(config.capacity.min(4096)),
+            pending: VecDeque::with_capacity(config.pending_frames),
+            requested: HashMap::new(),
+            pending_dropped: 0,
+        }
+    }
+
+    /// A permanent entry (never expires).
+    pub fn insert_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.entries.insert(ip, Entry { mac, expires: None });
+    }
+
+    /// Learn or refresh a mapping from received traffic.
+    pub fn learn(&mut self, now: Instant, ip: Ipv4Addr, mac: EthernetAddress) {
+        if !mac.is_unicast() || ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+            return;
+        }
+        if let Some(e) = self.entries.get_mut(&ip) {
+            if e.expires.is_some() {
+                *e = Entry { mac, expires: Some(now + self.config.lifetime) };
+            }
+            return;
+        }
+        if self.entries.len() >= self.config.capacity {
+            // Evict the entry closest to expiry; static entries stay.
+            let victim = self.entries.iter().filter_map(|(ip, e)| e.expires.map(|t| (t, *ip))).min();
+            match victim {
+                Some((_, ip)) => {
+                    self.entries.remove(&ip);
+                }
+                None => return,
+            }
+        }
+        self.entries.insert(ip, Entry { mac, expires: Some(now + self.config.lifetime) });
+        self.requested.remove(&ip);
+    }
+
+    /// The Ethernet address for `ip`, if known and fresh.
+    #[inline]
+    pub fn lookup(&self, now: Instant, ip: Ipv4Addr) -> Option<EthernetAddress> {
+        let e = self.entries.get(&ip)?;
+        match e.expires {
+            Some(t) if t <= now => None,
+            _ => Some(e.mac),
+        }
+    }
+
+    /// Park a frame until `next_hop` resolves. Returns whether a request should be sent now.
+    pub fn park(&mut self, now: Instant, next_hop: Ipv4Addr, frame: PBuf) -> bool {
+        let queued = self.pending.iter().filter(|(ip, _)| *ip == next_hop).count();
+        if queued >= self.config.pending_per_neighbour || self.pending.len() >= self.config.pending_frames {
+            // Drop the oldest frame for this neighbour (or overall), keep the newest.
+            let idx = self.pending.iter().position(|(ip, _)| *ip == next_hop).unwrap_or(0);
+            self.pending.remove(idx);
+            self.pending_dropped += 1;
+        }
+        self.pending.push_back((next_hop, frame));
+        self.should_request(now, next_hop)
+    }
+
+    fn should_request(&mut self, now: Instant, ip: Ipv4Addr) -> bool {
+        match self.requested.get(&ip) {
+            Some(&t) if now < t + self.config.retry => false,
+            _ => {
+                if self.requested.len() >= self.config.capacity {
+                    self.requested.clear();
+                }
+                self.requested.insert(ip, now);
+                true
+            }
+        }
+    }
+
+    /// Take the frames parked for `ip` (after it resolved).
+    pub fn take_pending(&mut self, ip: Ipv4Addr, mut f: impl FnMut(PBuf)) {
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].0 == ip {
+                if let Some((_, frame)) = self.pending.remove(i) {
+                    f(frame);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Frames waiting for resolution.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Entries held (fresh or not yet purged).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+
+    const IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    const MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+
+    #[test]
+    fn learned_entries_expire_static_ones_do_not() {
+        let mut c = ArpCache::new(ArpConfig::default());
+        let t = Instant::from_secs(1);
+        c.learn(t, IP, MAC);
+        assert_eq!(c.lookup(t, IP), Some(MAC));
+        assert_eq!(c.lookup(t + Duration::from_secs(61), IP), None);
+        c.insert_static(Ipv4Addr::new(10, 0, 0, 3), MAC);
+        assert_eq!(c.lookup(Instant::from_secs(1_000_000), Ipv4Addr::new(10, 0, 0, 3)), Some(MAC));
+        c.learn(t, Ipv4Addr::BROADCAST, MAC);
+        c.learn(t, IP, EthernetAddress::BROADCAST);
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn capacity_evicts_the_stalest() {
+        let mut c = ArpCache::new(ArpConfig { capacity: 2, ..Default::default() });
+        c.learn(Instant::from_secs(1), Ipv4Addr::new(10, 0, 0, 1), MAC);
+        c.learn(Instant::from_secs(2), Ipv4Addr::new(10, 0, 0, 2), MAC);
+        c.learn(Instant::from_secs(3), Ipv4Addr::new(10, 0, 0, 3), MAC);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.lookup(Instant::from_secs(3), Ipv4Addr::new(10, 0, 0, 1)), None);
+    }
+
+    #[test]
+    fn pending_is_bounded_and_requests_are_paced() {
+        let pool = Pool::new(PoolConfig { buffers: 16, ..Default::default() }).unwrap();
+        let mut c = ArpCache::new(ArpConfig { pending_per_neighbour: 2, ..Default::default() });
+        let t = Instant::from_secs(1);
+        let frame = |n: u8| {
+            let mut b = pool.alloc().unwrap();
+            b.append(1).unwrap()[0] = n;
+            b
+        };
+        assert!(c.park(t, IP, frame(1)), "first frame triggers a request");
+        assert!(!c.park(t, IP, frame(2)), "no second request within the retry time");
+        assert!(!c.park(t, IP, frame(3)));
+        assert_eq!(c.pending_len(), 2);
+        assert_eq!(c.pending_dropped, 1);
+        assert!(c.park(t + Duration::from_secs(2), IP, frame(4)), "retry after a second");
+        let mut got = vec![];
+        c.take_pending(IP, |f| got.push(f.data()[0]));
+        assert_eq!(got, vec![3, 4], "the oldest were dropped");
+        assert_eq!(pool.available(), 16);
+    }
+}

@@ -1,0 +1,424 @@
+//! The interface layer: Ethernet, ARP, IPv4 and ICMP, and demultiplexing to TCP.
+//!
+//! Received frames are checked link layer first, then IPv4, then trimmed in place so that
+//! the view handed to TCP is exactly the TCP segment (the IPv4 total length decides, so
+//! Ethernet padding never reaches TCP). Outgoing IP packets get their IPv4 and Ethernet
+//! headers written into the headroom of the same buffer.
+
+pub mod arp;
+
+pub use arp::{ArpCache, ArpConfig};
+
+use crate::buf::{BufError, Flags, PBuf, Pool};
+use crate::phy::{Batch, Capabilities};
+use crate::tcp::stats::{Counters, DropReason};
+use crate::time::Instant;
+use crate::wire::{
+    checksum, ethernet, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
+    IpProtocol, Ipv4Packet, Ipv4Repr,
+};
+use core::net::Ipv4Addr;
+
+/// Addresses and settings of one interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterfaceConfig {
+    pub mac: EthernetAddress,
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+    /// Next hop for destinations outside the prefix; without one they are unreachable.
+    pub gateway: Option<Ipv4Addr>,
+    /// TTL of sent packets (Linux default 64).
+    pub ttl: u8,
+    pub arp: ArpConfig,
+}
+
+impl InterfaceConfig {
+    /// An interface with address `addr/prefix_len` and a locally administered MAC derived
+    /// from the address.
+    pub fn new(addr: Ipv4Addr, prefix_len: u8) -> InterfaceConfig {
+        let o = addr.octets();
+        InterfaceConfig {
+            mac: EthernetAddress([0x02, 0xac, o[0], o[1], o[2], o[3]]),
+            addr,
+            prefix_len: prefix_len.min(32),
+            gateway: None,
+            ttl: 64,
+            arp: ArpConfig::default(),
+        }
+    }
+}
+
+/// Where an outgoing frame goes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextHop {
+    /// The destination MAC is written; the frame can go to the device.
+    Resolved,
+    /// The MAC of this address is unknown: park the frame and ask.
+    Unresolved(Ipv4Addr),
+    /// No route: outside the prefix and no gateway.
+    Unreachable,
+}
+
+/// A received TCP segment, after link and IP processing.
+#[derive(Debug)]
+pub struct TcpIngress {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    /// View = the TCP segment.
+    pub segment: PBuf,
+    /// The device vouched for the transport checksum.
+    pub checksum_ok: bool,
+}
+
+/// The interface.
+#[derive(Debug)]
+pub struct Interface {
+    config: InterfaceConfig,
+    caps: Capabilities,
+    mask: u32,
+    pub arp: ArpCache,
+    ip_ident: u16,
+}
+
+impl Interface {
+    pub fn new(config: InterfaceConfig, caps: Capabilities) -> Interface {
+        let mask = if config.prefix_len == 0 { 0 } else { u32::MAX << (32 - config.prefix_len as u32) };
+        Interface { config, caps, mask, arp: ArpCache::new(config.arp), ip_ident: 0 }
+    }
+
+    pub fn config(&self) -> &InterfaceConfig {
+        &self.config
+    }
+
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    pub fn addr(&self) -> Ipv4Addr {
+        self.config.addr
+    }
+
+    pub fn mac(&self) -> EthernetAddress {
+        self.config.mac
+    }
+
+    fn on_link(&self, ip: Ipv4Addr) -> bool {
+        (ip.to_bits() ^ self.config.addr.to_bits()) & self.mask == 0
+    }
+
+    /// Process a received frame. TCP segments are returned for the TCP layer; ARP and ICMP
+    /// are answered here (replies go into `tx`); anything else is counted and dropped.
+    pub fn ingress(
+        &mut self,
+        now: Instant,
+        mut frame: PBuf,
+        pool: &Pool,
+        tx: &mut Batch,
+        counters: &mut Counters,
+    ) -> Option<TcpIngress> {
+        counters.frames_in += 1;
+        let (ethertype, eth_len) = {
+            let Ok(eth) = EthernetFrame::new_checked(frame.data()) else {
+                counters.drop(DropReason::Malformed);
+                return None;
+            };
+            let dst = eth.dst_addr();
+            if dst != self.config.mac && !dst.is_broadcast() {
+                counters.drop(DropReason::NotForUs);
+                return None;
+            }
+            (eth.ethertype(), eth.header_len())
+        };
+        let src_mac = EthernetAddress::from_bytes(&frame.data()[6..12]);
+        // Cannot fail: the Ethernet view checked the length.
+        let _ = frame.trim_front(eth_len);
+        match ethertype {
+            EtherType::ARP => {
+                self.arp_ingress(now, &frame, pool, tx, counters);
+                None
+            }
+            EtherType::IPV4 => self.ipv4_ingress(now, frame, src_mac, pool, tx, counters),
+            _ => {
+                counters.drop(DropReason::UnknownProtocol);
+                None
+            }
+        }
+    }
+
+    fn ipv4_ingress(
+        &mut self,
+        now: Instant,
+        mut frame: PBuf,
+        src_mac: EthernetAddress,
+        pool: &Pool,
+        tx: &mut Batch,
+        counters: &mut Counters,
+    ) -> Option<TcpIngress> {
+        let verified = self.caps.rx_checksum || frame.meta.flags.contains(Flags::CSUM_VERIFIED);
+        let (ip, header_len) = {
+            let Ok(packet) = Ipv4Packet::new_checked(frame.data()) else {
+                counters.drop(DropReason::Malformed);
+                return None;
+            };
+            match Ipv4Repr::parse(&packet, !verified) {
+                Ok(ip) => (ip, packet.header_len()),
+                Err(crate::wire::Error::BadChecksum) => {
+                    counters.drop(DropReason::BadChecksum);
+                    return None;
+                }
+                Err(_) => {
+                    counters.drop(DropReason::Malformed);
+                    return None;
+                }
+            }
+        };
+        if ip.dst_addr != self.config.addr {
+            counters.drop(DropReason::NotForUs);
+            return None;
+        }
+        if ip.fragment.is_some() {
+            counters.drop(DropReason::Fragment);
+            return None;
+        }
+        // Keep exactly the IP payload: the total length decides, padding is dropped.
+        let _ = frame.trim_front(header_len);
+        let _ = frame.truncate(ip.payload_len);
+        match ip.protocol {
+            IpProtocol::TCP => Some(TcpIngress {
+                src: ip.src_addr,
+                dst: ip.dst_addr,
+                checksum_ok: self.caps.rx_checksum
+                    || frame.meta.flags.contains(Flags::CSUM_VERIFIED)
+                    || frame.meta.flags.contains(Flags::CSUM_PARTIAL),
+                segment: frame,
+            }),
+            IpProtocol::ICMP => {
+                self.icmp_ingress(now, frame, ip, src_mac, pool, tx, counters);
+                None
+            }
+            _ => {
+                counters.drop(DropReason::UnknownProtocol);
+                None
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn icmp_ingress(
+        &mut self,
+        now: Instant,
+        frame: PBuf,
+        ip: Ipv4Repr,
+        src_mac: EthernetAddress,
+        pool: &Pool,
+        tx: &mut Batch,
+        counters: &mut Counters,
+    ) {
+        use crate::wire::{Icmpv4Packet, Icmpv4Repr};
+        let data = frame.data();
+        let Ok(packet) = Icmpv4Packet::new_checked(data) else {
+            counters.drop(DropReason::Malformed);
+            return;
+        };
+        let request = match Icmpv4Repr::parse(&packet) {
+            Ok(r @ Icmpv4Repr::EchoRequest { .. }) => r,
+            Ok(_) => return, // replies and errors: nothing to do yet
+            Err(crate::wire::Error::BadChecksum) => {
+                counters.drop(DropReason::BadChecksum);
+                return;
+            }
+            Err(_) => {
+                counters.drop(DropReason::Malformed);
+                return;
+            }
+        };
+        let Icmpv4Repr::EchoRequest { ident, seq_no, data } = request else { return };
+        let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
+        let Ok(mut out) = pool.alloc() else {
+            counters.drop(DropReason::NoBuffer);
+            return;
+        };
+        let Ok(bytes) = out.append(reply.buffer_len()) else {
+            counters.drop(DropReason::NoBuffer);
+            return;
+        };
+        reply.emit(&mut Icmpv4Packet::new_unchecked(bytes));
+        // Reply to the MAC the request came from: no ARP round trip for a ping.
+        self.arp.learn(now, ip.src_addr, src_mac);
+        match self.encapsulate(now, &mut out, ip.src_addr, IpProtocol::ICMP) {
+            Ok(next) => self.dispatch(now, out, next, pool, tx, counters),
+            Err(_) => counters.drop(DropReason::NoBuffer),
+        }
+    }
+
+    fn arp_ingress(&mut self, now: Instant, frame: &PBuf, pool: &Pool, tx: &mut Batch, counters: &mut Counters) {
+        let Ok(packet) = ArpPacket::new_checked(frame.data()) else {
+            counters.drop(DropReason::Malformed);
+            return;
+        };
+        let Ok(arp) = ArpRepr::parse(&packet) else {
+            counters.drop(DropReason::Malformed);
+            return;
+        };
+        let for_us = arp.target_protocol_addr == self.config.addr;
+        // RFC 826 "merge": refresh a known sender; learn it if the packet is for us.
+        if for_us || self.arp.lookup(now, arp.source_protocol_addr).is_some() {
+            self.arp.learn(now, arp.source_protocol_addr, arp.source_hardware_addr);
+            self.flush_pending(now, arp.source_protocol_addr, tx, pool, counters);
+        }
+        if for_us && arp.operation == ArpOperation::REQUEST {
+            let reply = ArpRepr {
+                operation: ArpOperation::REPLY,
+                source_hardware_addr: self.config.mac,
+                source_protocol_addr: self.config.addr,
+                target_hardware_addr: arp.source_hardware_addr,
+                target_protocol_addr: arp.source_protocol_addr,
+            };
+            self.send_arp(reply, arp.source_hardware_addr, pool, tx, counters);
+        }
+    }
+
+    fn send_arp(&mut self, arp: ArpRepr, dst: EthernetAddress, pool: &Pool, tx: &mut Batch, counters: &mut Counters) {
+        let Ok(mut out) = pool.alloc() else {
+            counters.drop(DropReason::NoBuffer);
+            return;
+        };
+        let eth = EthernetRepr { src_addr: self.config.mac, dst_addr: dst, ethertype: EtherType::ARP, vlan_id: None };
+        let len = eth.header_len() + arp.buffer_len();
+        let Ok(bytes) = out.append(len) else {
+            counters.drop(DropReason::NoBuffer);
+            return;
+        };
+        let (head, body) = bytes.split_at_mut(eth.header_len());
+        eth.emit(&mut EthernetFrame::new_unchecked(head));
+        arp.emit(&mut ArpPacket::new_unchecked(body));
+        push(tx, out, counters);
+    }
+
+    /// Announce our address (gratuitous ARP request, RFC 5227 §3).
+    pub fn announce(&mut self, pool: &Pool, tx: &mut Batch, counters: &mut Counters) {
+        let arp = ArpRepr {
+            operation: ArpOperation::REQUEST,
+            source_hardware_addr: self.config.mac,
+            source_protocol_addr: self.config.addr,
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: self.config.addr,
+        };
+        self.send_arp(arp, EthernetAddress::BROADCAST, pool, tx, counters);
+    }
+
+    /// Write IPv4 and Ethernet headers in front of `buf`, whose data is the IP payload.
+    /// The checksum of the payload is the caller's (TCP fills its own).
+    pub fn encapsulate(
+        &mut self,
+        now: Instant,
+        buf: &mut PBuf,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+    ) -> Result<NextHop, BufError> {
+        let next_hop = if self.on_link(dst) {
+            dst
+        } else {
+            match self.config.gateway {
+                Some(gw) => gw,
+                None => return Ok(NextHop::Unreachable),
+            }
+        };
+        let ip = Ipv4Repr {
+            src_addr: self.config.addr,
+            dst_addr: dst,
+            protocol,
+            payload_len: buf.len(),
+            ttl: self.config.ttl,
+            ident: self.ip_ident,
+            dont_frag: true,
+            dscp_ecn: 0,
+            fragment: None,
+        };
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        ip.emit(&mut Ipv4Packet::new_unchecked(buf.prepend(ip.header_len())?), true);
+        let mac = self.arp.lookup(now, next_hop);
+        let eth = EthernetRepr {
+            src_addr: self.config.mac,
+            dst_addr: mac.unwrap_or(EthernetAddress([0; 6])),
+            ethertype: EtherType::IPV4,
+            vlan_id: None,
+        };
+        eth.emit(&mut EthernetFrame::new_unchecked(buf.prepend(ethernet::HEADER_LEN)?));
+        Ok(if mac.is_some() { NextHop::Resolved } else { NextHop::Unresolved(next_hop) })
+    }
+
+    /// Send a frame built by [`encapsulate`](Self::encapsulate): to the device if resolved,
+    /// else parked while an ARP request goes out.
+    pub fn dispatch(
+        &mut self,
+        now: Instant,
+        frame: PBuf,
+        next: NextHop,
+        pool: &Pool,
+        tx: &mut Batch,
+        counters: &mut Counters,
+    ) {
+        match next {
+            NextHop::Resolved => push(tx, frame, counters),
+            NextHop::Unreachable => counters.drop(DropReason::NotForUs),
+            NextHop::Unresolved(ip) => {
+                if self.arp.park(now, ip, frame) {
+                    let arp = ArpRepr {
+                        operation: ArpOperation::REQUEST,
+                        source_hardware_addr: self.config.mac,
+                        source_protocol_addr: self.config.addr,
+                        target_hardware_addr: EthernetAddress([0; 6]),
+                        target_protocol_addr: ip,
+                    };
+                    self.send_arp(arp, EthernetAddress::BROADCAST, pool, tx, counters);
+                }
+            }
+        }
+    }
+
+    fn flush_pending(&mut self, now: Instant, ip: Ipv4Addr, tx: &mut Batch, pool: &Pool, counters: &mut Counters) {
+        let Some(mac) = self.arp.lookup(now, ip) else { return };
+        let mut parked = Vec::new();
+        self.arp.take_pending(ip, |f| parked.push(f));
+        for mut frame in parked {
+            // A parked frame may be shared with a retransmission queue; then its header is
+            // rewritten in a copy.
+            if !frame.is_unique() {
+                let Ok(mut copy) = pool.alloc() else {
+                    counters.drop(DropReason::NoBuffer);
+                    continue;
+                };
+                match copy.append(frame.len()) {
+                    Ok(dst) => dst.copy_from_slice(frame.data()),
+                    Err(_) => {
+                        counters.drop(DropReason::NoBuffer);
+                        continue;
+                    }
+                }
+                copy.meta = frame.meta;
+                counters.tx_copies += 1;
+                frame = copy;
+            }
+            if let Ok(bytes) = frame.data_mut() {
+                bytes[..6].copy_from_slice(&mac.0);
+            }
+            push(tx, frame, counters);
+        }
+    }
+}
+
+/// Queue a frame for the device, counting it, or counting the drop when the batch is full.
+#[inline]
+pub(crate) fn push(tx: &mut Batch, frame: PBuf, counters: &mut Counters) {
+    match tx.push(frame) {
+        Ok(()) => counters.frames_out += 1,
+        Err(_) => counters.tx_dropped += 1,
+    }
+}
+
+/// The sum of the IPv4 pseudo-header for a TCP segment of `len` bytes.
+#[inline]
+pub(crate) fn tcp_pseudo_sum(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
+    checksum::pseudo_header(src, dst, IpProtocol::TCP.0, len as u16)
+}

@@ -1,0 +1,168 @@
+//! A stack: one interface, its TCP, a buffer pool, and the rings to a device.
+//!
+//! Sans-IO: every call takes `now`, nothing reads a clock. A caller's loop is
+//!
+//! ```text
+//! loop {
+//!     stack.receive(now, &mut dev);   // Rx_Ready -> input
+//!     /* application reads and writes through the socket calls */
+//!     stack.transmit(now, &mut dev);  // timers, output -> Tx_Ready
+//!     sleep until stack.poll_at(now) or the device has frames
+//! }
+//! ```
+//!
+//! Reading between `receive` and `transmit` is what makes the receive side single-copy:
+//! segments whose checksum was deferred are verified during the copy to the application,
+//! and the ACK that follows covers them. If `transmit` runs first, it verifies them itself
+//! (a sum-only pass) before acknowledging.
+
+use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
+use crate::iface::{Interface, InterfaceConfig};
+use crate::phy::{Batch, Capabilities, Device};
+use crate::tcp::{Counters, Io, Tcp, TcpConfig};
+use crate::time::Instant;
+
+/// Everything a stack is made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackConfig {
+    pub iface: InterfaceConfig,
+    pub tcp: TcpConfig,
+    pub pool: PoolConfig,
+    /// Frames moved per device call.
+    pub batch: usize,
+    /// Keys the ISN, port and hash functions. Fix it for a reproducible simulation; take it
+    /// from the OS for a real stack.
+    pub seed: u64,
+}
+
+impl StackConfig {
+    pub fn new(iface: InterfaceConfig) -> StackConfig {
+        StackConfig { iface, tcp: TcpConfig::default(), pool: PoolConfig::default(), batch: 64, seed: 0 }
+    }
+}
+
+/// A TCP/IPv4 stack on one interface.
+#[derive(Debug)]
+pub struct Stack {
+    pub(crate) iface: Interface,
+    pub(crate) tcp: Tcp,
+    pub(crate) pool: Pool,
+    pub(crate) tx: Batch,
+    rx: Batch,
+    /// The latest `now` a caller passed in (for socket calls, which take no time).
+    pub(crate) now: Instant,
+    announced: bool,
+}
+
+impl Stack {
+    /// A stack for a device with `caps`. Allocates its pool and rings now.
+    pub fn new(config: StackConfig, caps: Capabilities, now: Instant) -> Result<Stack, PoolConfigError> {
+        let pool = Pool::new(config.pool)?;
+        Ok(Stack {
+            iface: Interface::new(config.iface, caps),
+            tcp: Tcp::new(config.tcp, config.seed, now),
+            pool,
+            tx: Batch::with_capacity(config.batch.max(1)),
+            rx: Batch::with_capacity(config.batch.max(1)),
+            now,
+            announced: false,
+        })
+    }
+
+    pub fn iface(&self) -> &Interface {
+        &self.iface
+    }
+
+    pub fn iface_mut(&mut self) -> &mut Interface {
+        &mut self.iface
+    }
+
+    pub fn tcp(&self) -> &Tcp {
+        &self.tcp
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Stack-wide counters.
+    pub fn counters(&self) -> &Counters {
+        &self.tcp.counters
+    }
+
+    fn advance(&mut self, now: Instant) {
+        if now > self.now {
+            self.now = now;
+        }
+    }
+
+    /// Process one received frame.
+    pub fn process(&mut self, now: Instant, frame: PBuf) {
+        self.advance(now);
+        let now = self.now;
+        if let Some(seg) = self.iface.ingress(now, frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
+            let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+            self.tcp.input(now, seg, io);
+        }
+    }
+
+    /// Rx_Ready: take a batch of frames from the device and process them.
+    pub fn receive(&mut self, now: Instant, dev: &mut impl Device) -> usize {
+        self.advance(now);
+        let n = dev.receive(self.now, &mut self.rx);
+        while let Some(frame) = self.rx.pop() {
+            self.process(now, frame);
+        }
+        n
+    }
+
+    /// Run due timers and let connections send, into the transmit ring (no device).
+    pub fn dispatch(&mut self, now: Instant) {
+        self.advance(now);
+        let now = self.now;
+        if !self.announced {
+            self.announced = true;
+            self.iface.announce(&self.pool, &mut self.tx, &mut self.tcp.counters);
+        }
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        self.tcp.run_timers(now, io);
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        self.tcp.flush(now, io);
+    }
+
+    /// The frames waiting for the device (for callers that move them themselves, and for
+    /// packet-level tests).
+    pub fn tx_ring(&mut self) -> &mut Batch {
+        &mut self.tx
+    }
+
+    /// Timers, output, and Tx_Ready: hand the frames to the device. Repeats while the ring
+    /// filled up and the device keeps taking frames.
+    pub fn transmit(&mut self, now: Instant, dev: &mut impl Device) {
+        loop {
+            self.dispatch(now);
+            if self.tx.is_empty() {
+                break;
+            }
+            let was_full = self.tx.is_full();
+            dev.transmit(self.now, &mut self.tx);
+            if !was_full || !self.tx.is_empty() {
+                break;
+            }
+        }
+    }
+
+    /// `receive` then `transmit`.
+    pub fn poll(&mut self, now: Instant, dev: &mut impl Device) {
+        self.receive(now, dev);
+        self.transmit(now, dev);
+    }
+
+    /// When to call again at the latest: `now` if output is pending, else the earliest timer.
+    pub fn poll_at(&self) -> Option<Instant> {
+        if !self.tx.is_empty() {
+            return Some(self.now);
+        }
+        self.tcp.poll_at(self.now)
+    }
+}

@@ -1,0 +1,119 @@
+//! TCP settings: stack-wide defaults, most of them overridable per socket.
+
+use super::rtt::RttConfig;
+use crate::time::Duration;
+
+/// Keep-alive probing (RFC 9293 §3.8.4; RFC 1122 §4.2.3.6). Off by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// Idle time before the first probe (Linux `tcp_keepalive_time`: 2 h).
+    pub idle: Duration,
+    /// Time between unanswered probes (Linux `tcp_keepalive_intvl`: 75 s).
+    pub interval: Duration,
+    /// Unanswered probes before the connection is dropped (Linux `tcp_keepalive_probes`: 9).
+    pub count: u32,
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        KeepAlive { idle: Duration::from_secs(7200), interval: Duration::from_secs(75), count: 9 }
+    }
+}
+
+/// TCP configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// MSS to advertise; `None` derives it from the device MTU (MTU - 40).
+    pub mss: Option<u16>,
+    /// Negotiate window scaling (RFC 7323 §2).
+    pub window_scaling: bool,
+    /// Negotiate timestamps (RFC 7323 §3-5).
+    pub timestamps: bool,
+    /// Negotiate SACK (RFC 2018).
+    pub sack: bool,
+    /// Receive buffer per connection, bytes. It bounds the advertised window, so the
+    /// window-scale shift derives from it.
+    pub recv_buffer: usize,
+    /// Send buffer per connection, bytes.
+    pub send_buffer: usize,
+    /// Disable Nagle's algorithm (RFC 9293 §3.7.4).
+    pub nodelay: bool,
+    /// Delayed-ACK timer (RFC 5681 §4.2 allows up to 500 ms; Linux uses 40 ms).
+    pub delayed_ack: Duration,
+    /// Maximum segment lifetime; TIME_WAIT lasts 2 MSL (RFC 9293 §3.4.2).
+    pub msl: Duration,
+    /// How long an orphaned connection (closed by the application) may sit in FIN_WAIT_2
+    /// waiting for the peer's FIN (Linux `tcp_fin_timeout`: 60 s).
+    pub fin_wait_2_timeout: Duration,
+    /// The retransmission-timer estimator.
+    pub rtt: RttConfig,
+    /// SYN retransmissions before an active open fails (Linux `tcp_syn_retries`: 6).
+    pub syn_retries: u32,
+    /// SYN-ACK retransmissions before a half-open connection is dropped (Linux: 5).
+    pub synack_retries: u32,
+    /// Data retransmissions before the connection is aborted (Linux `tcp_retries2`: 15).
+    pub max_retries: u32,
+    /// Abort when data stays unacknowledged this long (RFC 5482's user timeout); `None`
+    /// leaves only `max_retries`.
+    pub user_timeout: Option<Duration>,
+    /// Keep-alive; `None` (default) disables it.
+    pub keepalive: Option<KeepAlive>,
+    /// Initial congestion window in segments (RFC 6928: 10).
+    pub initial_window: u32,
+    /// Challenge ACKs per second across the stack (RFC 5961 §7; Linux 1000).
+    pub challenge_ack_limit: u32,
+    /// Connections the stack holds at most, TIME_WAIT included. The connection table is
+    /// sized for it up front.
+    pub max_connections: usize,
+    /// Ephemeral ports for active opens (RFC 6056; IANA's range by default).
+    pub ephemeral_ports: (u16, u16),
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: None,
+            window_scaling: true,
+            timestamps: true,
+            sack: true,
+            recv_buffer: 256 * 1024,
+            send_buffer: 256 * 1024,
+            nodelay: false,
+            delayed_ack: Duration::from_millis(40),
+            msl: Duration::from_secs(30),
+            fin_wait_2_timeout: Duration::from_secs(60),
+            rtt: RttConfig::default(),
+            syn_retries: 6,
+            synack_retries: 5,
+            max_retries: 15,
+            user_timeout: None,
+            keepalive: None,
+            initial_window: 10,
+            challenge_ack_limit: 1000,
+            max_connections: 4096,
+            ephemeral_ports: (49152, 65535),
+        }
+    }
+}
+
+/// Per-socket overrides, set before connect/listen or on an accepted stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketOptions {
+    pub recv_buffer: usize,
+    pub send_buffer: usize,
+    pub nodelay: bool,
+    pub keepalive: Option<KeepAlive>,
+    pub user_timeout: Option<Duration>,
+}
+
+impl SocketOptions {
+    pub fn from_config(c: &TcpConfig) -> Self {
+        SocketOptions {
+            recv_buffer: c.recv_buffer,
+            send_buffer: c.send_buffer,
+            nodelay: c.nodelay,
+            keepalive: c.keepalive,
+            user_timeout: c.user_timeout,
+        }
+    }
+}

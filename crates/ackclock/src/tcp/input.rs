@@ -1,0 +1,699 @@
+//! Segment arrival: RFC 9293 §3.10.7, with RFC 5961's defences, RFC 7323's PAWS and
+//! RFC 2018/2883's SACK and D-SACK generation.
+//!
+//! The order of checks is the RFC's: sequence number, RST, SYN, ACK, text, FIN. Each rule
+//! cites its section. A segment that reaches here has a verified checksum, except in-order
+//! data with nothing else in it (see [`Deferral`]): its payload checksum is checked during
+//! the copy to the application, and until then the ACKs we send do not cover it.
+
+use super::env::Env;
+use super::output;
+use super::reasm::Insert;
+use super::seq::SeqNumber;
+use super::stats::DropReason;
+use super::tcb::{ConnError, RxSeg, State, Tcb, Unverified};
+use crate::buf::PBuf;
+use crate::time::Duration;
+use crate::wire::{checksum, SackBlocks, TcpFlags};
+use core::net::Ipv4Addr;
+
+/// A parsed segment header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Segment {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: SeqNumber,
+    pub ack: SeqNumber,
+    pub flags: TcpFlags,
+    /// Window field as received (unscaled).
+    pub wnd: u16,
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    pub ts: Option<(u32, u32)>,
+    pub sack: SackBlocks,
+    /// Payload bytes.
+    pub len: u32,
+    /// Sum of pseudo-header and TCP header (checksum field included).
+    pub header_sum: u16,
+}
+
+impl Segment {
+    /// SEG.LEN: payload plus SYN and FIN (RFC 9293 §3.4).
+    pub fn seg_len(&self) -> u32 {
+        self.len + self.flags.contains(TcpFlags::SYN) as u32 + self.flags.contains(TcpFlags::FIN) as u32
+    }
+}
+
+/// What the caller must do with the connection after a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Keep,
+    /// SYN-RECEIVED became ESTABLISHED: hand it to its listener's accept queue.
+    Established,
+    /// The connection is gone: free the TCB.
+    Delete,
+    /// A TIME-WAIT connection gives way to a new incarnation (RFC 6191): free it and offer
+    /// the SYN to the listener.
+    Reincarnate,
+}
+
+/// Payload smaller than this is verified at once and copied into the tail of the receive
+/// queue when it fits, instead of holding a whole pbuf: a peer sending tiny segments cannot
+/// exhaust the pool (Afterburner: small packets take the ordinary path).
+pub(crate) const SMALL_SEGMENT: usize = 256;
+
+/// Whether `seg` may have its payload checksum checked later, during the copy to the
+/// application: it must change nothing but `rcv_nxt` (Afterburner's three tests: an
+/// established connection, nothing but data, the next data in sequence) — no SYN/FIN/RST/URG,
+/// an ACK that moves nothing, the same window, no SACK blocks, and nothing out of order.
+#[inline]
+pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
+    tcb.state == State::Established
+        && seg.flags & !(TcpFlags::PSH) == TcpFlags::ACK
+        && seg.seq == tcb.rcv_nxt
+        && seg.ack == tcb.snd_una
+        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
+        && seg.len as usize >= SMALL_SEGMENT
+        && seg.sack.is_empty()
+        && tcb.ooo.is_empty()
+        && !tcb.shut_rd
+        && (seg.len as usize) <= tcb.rcv_space()
+}
+
+/// Verify every deferred segment of the receive queue now (a sum-only pass), so that
+/// `rcv_nxt` is certain before anything else changes the connection. A bad segment is
+/// dropped with everything queued after it, and `rcv_nxt` goes back to its start: those
+/// bytes were never acknowledged.
+pub(crate) fn verify_pending(env: &mut Env, tcb: &mut Tcb) {
+    while tcb.rcv_unverified > 0 {
+        let idx = tcb.rcvq.len() - tcb.rcv_unverified;
+        let good = {
+            let s = &tcb.rcvq[idx];
+            let u = s.unverified.expect("suffix of rcvq is unverified");
+            checksum::add(u.header_sum, checksum::sum(s.buf.data())) == 0xffff
+        };
+        if good {
+            accept_verified(env, tcb, idx);
+        } else {
+            reject_from(env, tcb, idx);
+        }
+    }
+}
+
+/// The deferred segment at `idx` checked out: it now counts for ACKs and TS.Recent.
+pub(crate) fn accept_verified(env: &mut Env, tcb: &mut Tcb, idx: usize) {
+    let s = &mut tcb.rcvq[idx];
+    if let Some(u) = s.unverified.take() {
+        tcb.rcv_unverified -= 1;
+        if let Some(tsval) = u.tsval {
+            // RFC 7323 §4.3: record TSval if the segment started at or before Last.ACK.sent.
+            if s.seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
+                tcb.ts_recent = tsval;
+                tcb.ts_recent_age = env.now;
+            }
+        }
+    }
+}
+
+/// The deferred segment at `idx` failed its checksum: drop it and everything after it.
+pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
+    let seq = tcb.rcvq[idx].seq;
+    while tcb.rcvq.len() > idx {
+        if let Some(s) = tcb.rcvq.pop_back() {
+            tcb.rcv_queued -= s.buf.len();
+            if s.unverified.is_some() {
+                tcb.rcv_unverified -= 1;
+            }
+        }
+    }
+    let back = tcb.rcv_nxt.since(seq);
+    tcb.rcv_nxt = seq;
+    tcb.rcv_nxt_pos -= back as u64;
+    tcb.stats.bytes_received -= back as u64;
+    tcb.stats.bad_checksums += 1;
+    env.counters.drop(DropReason::BadChecksum);
+}
+
+/// `a` is older than `b` in timestamp space (RFC 7323 §5.2: compared modulo 2^32).
+#[inline]
+pub(crate) fn ts_older(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// RFC 7323 §5.5: TS.Recent is invalid after 24 days of idleness.
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
+/// SYN-SENT (RFC 9293 §3.10.7.3).
+pub(crate) fn syn_sent(env: &mut Env, tcb: &mut Tcb, seg: &Segment, payload: PBuf) -> Outcome {
+    let f = seg.flags;
+    let mut ack_ok = false;
+    if f.contains(TcpFlags::ACK) {
+        // First: the ACK must acknowledge our SYN.
+        if seg.ack <= tcb.iss || seg.ack > tcb.snd_max {
+            if !f.contains(TcpFlags::RST) {
+                output::send_reset(env, seg, Some(seg.ack), None);
+            }
+            env.counters.drop(DropReason::BadAck);
+            return Outcome::Keep;
+        }
+        ack_ok = tcb.snd_una < seg.ack && seg.ack <= tcb.snd_max;
+    }
+    if f.contains(TcpFlags::RST) {
+        // Second: an RST is believed only with an acceptable ACK (RFC 5961 §3.2 for this state).
+        if ack_ok {
+            env.counters.resets_received += 1;
+            env.counters.failed_opens += 1;
+            tcb.error = Some(ConnError::Refused);
+            tcb.state = State::Closed;
+            return Outcome::Delete;
+        }
+        env.counters.drop(DropReason::BadRst);
+        return Outcome::Keep;
+    }
+    if !f.contains(TcpFlags::SYN) {
+        env.counters.drop(DropReason::Discarded);
+        return Outcome::Keep;
+    }
+    // Fourth: the SYN.
+    tcb.irs = seg.seq;
+    tcb.rcv_nxt = seg.seq + 1;
+    tcb.rcv_nxt_pos = 0;
+    tcb.rcv_adv = tcb.rcv_nxt;
+    negotiate(env, tcb, seg);
+    if ack_ok {
+        // Our SYN is acknowledged: ESTABLISHED. The SYN's window is never scaled (RFC 7323 §2.2).
+        tcb.state = State::Established;
+        ack_advance(env, tcb, seg);
+        tcb.snd_wnd = seg.wnd as u32;
+        tcb.max_snd_wnd = tcb.snd_wnd;
+        tcb.snd_wl1 = seg.seq;
+        tcb.snd_wl2 = seg.ack;
+        tcb.ack_now = true;
+        // Data on a SYN-ACK is rare; take it through the ordinary text processing.
+        if seg.len > 0 || seg.flags.contains(TcpFlags::FIN) {
+            let mut rest = *seg;
+            rest.seq = seg.seq + 1;
+            rest.flags = seg.flags & !TcpFlags::SYN;
+            return text_and_fin(env, tcb, &rest, payload, None);
+        }
+        Outcome::Keep
+    } else {
+        // Simultaneous open (RFC 9293 §3.5 figure 7): SYN-RECEIVED, send SYN,ACK.
+        tcb.state = State::SynReceived;
+        tcb.snd_nxt = tcb.iss;
+        tcb.snd_wnd = seg.wnd as u32;
+        tcb.snd_wl1 = seg.seq;
+        tcb.snd_wl2 = seg.ack;
+        Outcome::Keep
+    }
+}
+
+/// Record the options of the peer's SYN (RFC 9293 §3.7.1, RFC 7323 §1.3, RFC 2018 §2).
+/// Window scaling and timestamps are on only if both SYNs carried them.
+pub(crate) fn negotiate(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
+    // RFC 9293 §3.7.1: 536 when the option is absent (RFC 9293 §3.7.1, RFC 6691).
+    tcb.smss = seg.mss.unwrap_or(536).clamp(64, tcb.rmss.max(64));
+    match seg.wscale {
+        Some(ws) if env.config.window_scaling => {
+            tcb.snd_wscale = ws.min(14);
+            tcb.wscale_ok = true;
+        }
+        _ => {
+            tcb.snd_wscale = 0;
+            tcb.rcv_wscale = 0;
+            tcb.wscale_ok = false;
+        }
+    }
+    tcb.sack_enabled = env.config.sack && seg.sack_permitted;
+    match seg.ts {
+        Some((tsval, _)) if env.config.timestamps => {
+            tcb.ts_enabled = true;
+            tcb.ts_recent = tsval;
+            tcb.ts_recent_age = env.now;
+        }
+        _ => tcb.ts_enabled = false,
+    }
+    tcb.eff_mss = tcb.smss - if tcb.ts_enabled { 12 } else { 0 };
+    tcb.cwnd = tcb.cwnd.max(env.config.initial_window.max(1) * tcb.eff_mss as u32);
+}
+
+/// Every state after SYN-SENT (RFC 9293 §3.10.7.4).
+pub(crate) fn synchronized(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    seg: &Segment,
+    payload: PBuf,
+    unverified: Option<Unverified>,
+) -> Outcome {
+    let f = seg.flags;
+    if unverified.is_none() {
+        verify_pending(env, tcb);
+    }
+    tcb.last_rcv = env.now;
+    tcb.keepalive_probes = 0;
+
+    // RFC 7323 §5.3 R1: PAWS, before the sequence check.
+    if let (true, Some((tsval, _))) = (tcb.ts_enabled, seg.ts) {
+        if !f.contains(TcpFlags::RST) && ts_older(tsval, tcb.ts_recent) {
+            if env.now.saturating_duration_since(tcb.ts_recent_age) > PAWS_IDLE {
+                // R3: TS.Recent is stale; take the new one.
+                tcb.ts_recent = tsval;
+                tcb.ts_recent_age = env.now;
+            } else {
+                env.counters.drop(DropReason::Paws);
+                tcb.ack_now = true;
+                return Outcome::Keep;
+            }
+        }
+    }
+
+    // First: is the segment acceptable? (RFC 9293 §3.10.7.4, the four cases.)
+    let rcv_wnd = tcb.rcv_adv.since(tcb.rcv_nxt).min(i32::MAX as u32);
+    let seg_len = seg.seg_len();
+    let acceptable = match (seg_len, rcv_wnd) {
+        (0, 0) => seg.seq == tcb.rcv_nxt,
+        (0, _) => seg.seq.in_range(tcb.rcv_nxt, tcb.rcv_nxt + rcv_wnd),
+        (_, 0) => false,
+        (_, _) => {
+            seg.seq.in_range(tcb.rcv_nxt, tcb.rcv_nxt + rcv_wnd)
+                || (seg.seq + seg_len - 1).in_range(tcb.rcv_nxt, tcb.rcv_nxt + rcv_wnd)
+        }
+    };
+    // A zero window still takes the ACK, RST and window of a segment at rcv_nxt
+    // ("special allowance should be made to accept valid ACKs, URGs, and RSTs").
+    let zero_window_probe = !acceptable && rcv_wnd == 0 && seg.seq == tcb.rcv_nxt;
+    if !acceptable && !zero_window_probe {
+        // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost; send it again.
+        if tcb.state == State::SynReceived && f.contains(TcpFlags::SYN) && seg.seq == tcb.irs {
+            tcb.snd_nxt = tcb.iss;
+            return Outcome::Keep;
+        }
+        if tcb.state == State::TimeWait && f.contains(TcpFlags::SYN) && !f.contains(TcpFlags::ACK) {
+            if let Some(o) = time_wait_syn(tcb, seg) {
+                return o;
+            }
+        }
+        if !f.contains(TcpFlags::RST) {
+            tcb.ack_now = true;
+            // A duplicate of data we already have: report it with a D-SACK (RFC 2883 §4).
+            if seg.len > 0 && tcb.sack_enabled && seg.seq < tcb.rcv_nxt {
+                let end = (seg.seq + seg.len).min(tcb.rcv_nxt);
+                tcb.dsack = Some((seg.seq, end));
+            }
+        }
+        env.counters.drop(DropReason::OutOfWindow);
+        return Outcome::Keep;
+    }
+
+    // Second: RST (RFC 5961 §3.2): only an exact match resets; in-window draws a challenge.
+    if f.contains(TcpFlags::RST) {
+        if seg.seq != tcb.rcv_nxt {
+            challenge_ack(env, tcb);
+            env.counters.drop(DropReason::BadRst);
+            return Outcome::Keep;
+        }
+        env.counters.resets_received += 1;
+        return match tcb.state {
+            State::SynReceived if tcb.listener.is_some() => {
+                // Passive open: back to LISTEN, which for us means forgetting this attempt.
+                tcb.state = State::Closed;
+                Outcome::Delete
+            }
+            State::SynReceived => {
+                tcb.error = Some(ConnError::Refused);
+                env.counters.failed_opens += 1;
+                tcb.state = State::Closed;
+                Outcome::Delete
+            }
+            State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
+                tcb.error = Some(ConnError::Reset);
+                env.counters.established_resets += 1;
+                tcb.state = State::Closed;
+                Outcome::Delete
+            }
+            _ => {
+                tcb.state = State::Closed;
+                Outcome::Delete
+            }
+        };
+    }
+
+    // Fourth: SYN in a synchronized state (RFC 5961 §4): challenge ACK, never a reset.
+    if f.contains(TcpFlags::SYN) {
+        if tcb.state == State::TimeWait {
+            if let Some(o) = time_wait_syn(tcb, seg) {
+                return o;
+            }
+        }
+        challenge_ack(env, tcb);
+        env.counters.drop(DropReason::Discarded);
+        return Outcome::Keep;
+    }
+
+    // Fifth: the ACK field.
+    if !f.contains(TcpFlags::ACK) {
+        env.counters.drop(DropReason::Discarded);
+        return Outcome::Keep;
+    }
+    let mut outcome = Outcome::Keep;
+    if tcb.state == State::SynReceived {
+        if tcb.snd_una < seg.ack && seg.ack <= tcb.snd_max {
+            tcb.state = State::Established;
+            tcb.snd_wnd = (seg.wnd as u32) << tcb.snd_wscale;
+            tcb.max_snd_wnd = tcb.snd_wnd;
+            tcb.snd_wl1 = seg.seq;
+            tcb.snd_wl2 = seg.ack;
+            outcome = if tcb.listener.is_some() { Outcome::Established } else { Outcome::Keep };
+        } else {
+            output::send_reset(env, seg, Some(seg.ack), None);
+            env.counters.drop(DropReason::BadAck);
+            return Outcome::Keep;
+        }
+    }
+    // RFC 5961 §5.2: acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.NXT].
+    let too_old = seg.ack < tcb.snd_una - tcb.max_snd_wnd.max(1).min(i32::MAX as u32);
+    if seg.ack > tcb.snd_max || too_old {
+        if seg.ack > tcb.snd_max {
+            tcb.ack_now = true;
+        } else {
+            challenge_ack(env, tcb);
+        }
+        env.counters.drop(DropReason::BadAck);
+        return outcome;
+    }
+    if tcb.snd_una < seg.ack {
+        ack_advance(env, tcb, seg);
+    } else if seg.ack == tcb.snd_una
+        && seg.len == 0
+        && !f.contains(TcpFlags::FIN)
+        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
+        && tcb.snd_max != tcb.snd_una
+    {
+        // RFC 5681 §2's duplicate ACK.
+        tcb.dupacks += 1;
+        tcb.stats.dup_acks += 1;
+    }
+    tcb.stats.sack_blocks += seg.sack.len() as u64;
+    // Window update (RFC 9293 §3.10.7.4, fifth step): only from a segment newer than the
+    // last one that updated it, so that an old reordered segment cannot shrink it.
+    if tcb.snd_wl1 < seg.seq || (tcb.snd_wl1 == seg.seq && tcb.snd_wl2 <= seg.ack) {
+        let wnd = (seg.wnd as u32) << tcb.snd_wscale;
+        if wnd > 0 && tcb.snd_wnd == 0 {
+            // The window opened: stop probing (RFC 9293 §3.8.6.1).
+            tcb.timers.persist = None;
+            tcb.persist_backoff = 0;
+        }
+        tcb.snd_wnd = wnd;
+        tcb.max_snd_wnd = tcb.max_snd_wnd.max(wnd);
+        tcb.snd_wl1 = seg.seq;
+        tcb.snd_wl2 = seg.ack;
+    }
+    match tcb.state {
+        State::FinWait1 if tcb.fin_acked() => {
+            tcb.state = State::FinWait2;
+            if tcb.orphan {
+                tcb.timers.keepalive = Some(env.now + env.config.fin_wait_2_timeout);
+            }
+        }
+        State::Closing if tcb.fin_acked() => enter_time_wait(env, tcb),
+        State::LastAck if tcb.fin_acked() => {
+            tcb.state = State::Closed;
+            return Outcome::Delete;
+        }
+        State::TimeWait => {
+            // Only a retransmitted FIN can arrive: acknowledge it and restart 2 MSL.
+            if f.contains(TcpFlags::FIN) {
+                tcb.ack_now = true;
+                enter_time_wait(env, tcb);
+            }
+            return Outcome::Keep;
+        }
+        _ => {}
+    }
+
+    let o = text_and_fin(env, tcb, seg, payload, unverified);
+    if o == Outcome::Keep {
+        outcome
+    } else {
+        o
+    }
+}
+
+/// RFC 6191 / Linux `tcp_timewait_state_process`: a SYN to a TIME-WAIT connection opens a
+/// new incarnation if it is unambiguously newer (higher sequence number, or a newer
+/// timestamp).
+fn time_wait_syn(tcb: &Tcb, seg: &Segment) -> Option<Outcome> {
+    let newer_ts = match (tcb.ts_enabled, seg.ts) {
+        (true, Some((tsval, _))) => ts_older(tcb.ts_recent, tsval),
+        _ => false,
+    };
+    (seg.seq > tcb.rcv_nxt || newer_ts).then_some(Outcome::Reincarnate)
+}
+
+/// RFC 5961 §7: challenge ACKs are rate limited stack-wide.
+pub(crate) fn challenge_ack(env: &mut Env, tcb: &mut Tcb) {
+    if env.challenge.allow(env.now, env.config.challenge_ack_limit) {
+        env.counters.challenge_acks += 1;
+        tcb.ack_now = true;
+    } else {
+        env.counters.challenge_acks_suppressed += 1;
+    }
+}
+
+/// SND.UNA < SEG.ACK <= SND.MAX: new data acknowledged.
+fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
+    let acked = seg.ack.since(tcb.snd_una);
+    let smss = tcb.eff_mss.max(1) as u32;
+    // The SYN occupies iss; our data starts at iss + 1.
+    let mut data_acked = acked;
+    if tcb.snd_una == tcb.iss {
+        data_acked -= 1;
+    }
+    if tcb.fin_queued && seg.ack == tcb.snd_end + 1 {
+        data_acked = data_acked.saturating_sub(1);
+    }
+    // RTT: the echoed timestamp if there is one (RFC 7323 §4), else the timed segment if
+    // it was not retransmitted (Karn's rule).
+    let mut sample = None;
+    if tcb.ts_enabled {
+        if let Some((_, tsecr)) = seg.ts {
+            if tsecr != 0 {
+                let ms = tcb.ts_now(env.now).wrapping_sub(tsecr);
+                if (ms as i32) >= 0 {
+                    sample = Some(Duration::from_millis(ms as u64));
+                }
+            }
+        }
+    } else if let Some((seq, sent)) = tcb.rtt_seq {
+        if seg.ack > seq {
+            sample = Some(env.now.saturating_duration_since(sent));
+            tcb.rtt_seq = None;
+        }
+    }
+    if let Some(rtt) = sample {
+        tcb.rtt.sample(rtt);
+    }
+    // Release acknowledged segments: their pbufs go back to the pool here.
+    while let Some(front) = tcb.sndq.front() {
+        if front.end() <= seg.ack {
+            if let Some(s) = tcb.sndq.pop_front() {
+                tcb.snd_queued -= s.len() as usize;
+            }
+            tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(1);
+        } else {
+            break;
+        }
+    }
+    tcb.snd_una = seg.ack;
+    if tcb.snd_nxt < tcb.snd_una {
+        tcb.snd_nxt = tcb.snd_una;
+        tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
+    }
+    tcb.stats.bytes_acked += data_acked as u64;
+    tcb.retries = 0;
+    tcb.dupacks = 0;
+    // Congestion window: slow start below ssthresh, else +1 SMSS per window (RFC 5681 §3.1,
+    // with appropriate byte counting, RFC 3465, L = 2 SMSS).
+    if tcb.cwnd < tcb.ssthresh {
+        tcb.cwnd = tcb.cwnd.saturating_add(data_acked.min(2 * smss));
+    } else {
+        tcb.cwnd = tcb.cwnd.saturating_add((smss * smss / tcb.cwnd.max(1)).max(1));
+    }
+    // RFC 6298 §5.2/5.3: restart the timer while data is outstanding, stop it when not.
+    if tcb.snd_una == tcb.snd_max {
+        tcb.timers.rexmt = None;
+        tcb.rexmt_start = None;
+    } else {
+        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.rexmt_start = Some(env.now);
+    }
+}
+
+/// Seventh and eighth steps: segment text and FIN.
+fn text_and_fin(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    seg: &Segment,
+    mut payload: PBuf,
+    unverified: Option<Unverified>,
+) -> Outcome {
+    let mut seq = seg.seq;
+    let mut len = seg.len;
+    let mut fin = seg.flags.contains(TcpFlags::FIN);
+    if len > 0 && !tcb.state.can_receive() {
+        // CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: the peer already sent its FIN.
+        len = 0;
+    }
+    if len > 0 && tcb.shut_rd {
+        // Linux: data for a socket that will never read it resets the connection.
+        output::send_reset(env, seg, Some(tcb.snd_nxt), None);
+        tcb.error = Some(ConnError::Reset);
+        tcb.state = State::Closed;
+        return Outcome::Delete;
+    }
+    // Trim to the window: first what we already have, then what does not fit.
+    if len > 0 && seq < tcb.rcv_nxt {
+        let dup = tcb.rcv_nxt.since(seq).min(len);
+        if tcb.sack_enabled {
+            tcb.dsack = Some((seq, seq + dup));
+        }
+        let _ = payload.trim_front(dup as usize);
+        seq += dup;
+        len -= dup;
+        tcb.ack_now = true;
+    }
+    let wnd_end = tcb.rcv_nxt + tcb.rcv_adv.since(tcb.rcv_nxt).max(tcb.rcv_space() as u32);
+    if len > 0 && (seq + len) > wnd_end {
+        let keep = if wnd_end > seq { wnd_end.since(seq) } else { 0 };
+        let _ = payload.truncate(keep as usize);
+        len = keep;
+        fin = false;
+    }
+    if len > 0 {
+        if seq == tcb.rcv_nxt {
+            receive_in_order(env, tcb, seq, payload, len, unverified, seg);
+        } else if tcb.ooo.segments() >= max_ooo_segments(tcb) {
+            env.counters.drop(DropReason::RcvQueueFull);
+            tcb.ack_now = true;
+        } else {
+            // Out of order (RFC 5681 §4.2: ACK at once, so the sender sees a duplicate ACK).
+            let pos = tcb.rcv_pos(seq);
+            let ins = tcb.ooo.insert(pos, payload);
+            tcb.stats.ooo_segs += 1;
+            if let (true, Some((s, e))) = (tcb.sack_enabled, ins.dsack()) {
+                tcb.dsack = Some((tcb.pos_seq(s), tcb.pos_seq(e)));
+            }
+            if matches!(ins, Insert::Duplicate { .. }) {
+                fin = false;
+            }
+            tcb.ack_now = true;
+        }
+    } else if seg.len > 0 {
+        tcb.ack_now = true;
+    }
+    if fin {
+        tcb.rcv_fin = Some(seq + len);
+    }
+    if let Some(fin_seq) = tcb.rcv_fin {
+        if fin_seq == tcb.rcv_nxt && tcb.state.can_receive() {
+            return fin_arrives(env, tcb);
+        }
+    }
+    Outcome::Keep
+}
+
+/// Pbufs the out-of-order queue may hold: enough for a full window of full-sized segments.
+fn max_ooo_segments(tcb: &Tcb) -> usize {
+    (tcb.opts.recv_buffer / (tcb.rmss.max(1) as usize / 2).max(1)).max(16)
+}
+
+fn receive_in_order(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    seq: SeqNumber,
+    mut payload: PBuf,
+    len: u32,
+    unverified: Option<Unverified>,
+    seg: &Segment,
+) {
+    let had_ooo = !tcb.ooo.is_empty();
+    // Tiny segments are copied into the tail of the queue when they fit, so each does not
+    // hold a pbuf. (Only verified data: the copy would lose a deferred checksum.)
+    let mut merged = false;
+    if unverified.is_none() && (len as usize) < SMALL_SEGMENT && tcb.rcv_unverified == 0 {
+        if let Some(tail) = tcb.rcvq.back_mut() {
+            if tail.buf.is_unique() && tail.buf.tailroom() >= len as usize {
+                if let Ok(dst) = tail.buf.append(len as usize) {
+                    dst.copy_from_slice(payload.data());
+                    merged = true;
+                }
+            }
+        }
+    }
+    if !merged {
+        payload.meta.flags = Default::default();
+        tcb.rcvq.push_back(RxSeg { seq, buf: payload, unverified });
+        if unverified.is_some() {
+            tcb.rcv_unverified += 1;
+        }
+    }
+    tcb.rcv_queued += len as usize;
+    tcb.advance_rcv_nxt(len);
+    tcb.stats.bytes_received += len as u64;
+    if unverified.is_none() {
+        // RFC 7323 §4.3: TS.Recent from a verified segment at or before Last.ACK.sent.
+        if let (true, Some((tsval, _))) = (tcb.ts_enabled, seg.ts) {
+            if seg.seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
+                tcb.ts_recent = tsval;
+                tcb.ts_recent_age = env.now;
+            }
+        }
+    }
+    // Drain what this segment made contiguous.
+    while let Some((pos, buf)) = tcb.ooo.pop_ready(tcb.rcv_nxt_pos) {
+        let n = buf.len() as u32;
+        let s = tcb.pos_seq(pos);
+        tcb.rcvq.push_back(RxSeg { seq: s, buf, unverified: None });
+        tcb.rcv_queued += n as usize;
+        tcb.advance_rcv_nxt(n);
+        tcb.stats.bytes_received += n as u64;
+    }
+    // RFC 5681 §4.2: an ACK for at least every second full-sized segment; at once when the
+    // segment filled a hole; otherwise within the delayed-ACK time.
+    tcb.unacked_segs += 1;
+    if had_ooo || tcb.unacked_segs >= 2 {
+        tcb.ack_now = true;
+    } else if tcb.timers.delack.is_none() {
+        tcb.timers.delack = Some(env.now + env.config.delayed_ack);
+    }
+}
+
+/// The peer's FIN is next in sequence (eighth step).
+fn fin_arrives(env: &mut Env, tcb: &mut Tcb) -> Outcome {
+    tcb.rcv_fin = None;
+    tcb.advance_rcv_nxt(1);
+    tcb.ack_now = true;
+    match tcb.state {
+        State::SynReceived | State::Established => tcb.state = State::CloseWait,
+        State::FinWait1 => {
+            if tcb.fin_acked() {
+                enter_time_wait(env, tcb);
+            } else {
+                tcb.state = State::Closing;
+            }
+        }
+        State::FinWait2 => enter_time_wait(env, tcb),
+        _ => {}
+    }
+    Outcome::Keep
+}
+
+/// TIME-WAIT for 2 MSL (RFC 9293 §3.4.2); every other timer stops.
+pub(crate) fn enter_time_wait(env: &mut Env, tcb: &mut Tcb) {
+    tcb.state = State::TimeWait;
+    tcb.timers = Default::default();
+    tcb.timers.time_wait = Some(env.now + env.config.msl * 2);
+}

@@ -1,0 +1,958 @@
+//! TCP, split the way BSD splits it: [`input`] (segment arrival), [`output`] (what to send),
+//! [`timer`] (what time does), plus the connection control block ([`tcb`]), the RTO
+//! estimator ([`rtt`]), the out-of-order queue ([`reasm`]), sequence numbers ([`seq`]), the
+//! timing wheel ([`wheel`]), and the connection table here.
+//!
+//! This module owns every connection of a stack. Lookups go through a one-entry last-hit
+//! cache (BSD's `tcp_last_inpcb`), then a keyed hash of the 4-tuple; listeners are found by
+//! local address and port, then by port on the wildcard address. Nothing on the packet path
+//! scans connections.
+
+pub mod config;
+pub(crate) mod env;
+pub mod hash;
+pub(crate) mod input;
+pub mod isn;
+pub(crate) mod output;
+pub mod reasm;
+pub mod rtt;
+pub mod seq;
+pub mod stats;
+pub(crate) mod tcb;
+pub(crate) mod timer;
+pub mod wheel;
+
+pub use config::{KeepAlive, SocketOptions, TcpConfig};
+pub use seq::SeqNumber;
+pub use stats::{ConnStats, Counters, DropReason, TcpInfo};
+pub use tcb::{ConnError, FourTuple, State};
+
+use crate::buf::{PBuf, Pool};
+use crate::iface::{Interface, TcpIngress};
+use crate::phy::Batch;
+use crate::time::{Duration, Instant};
+use crate::wire::{checksum, TcpFlags, TcpPacket, TcpRepr};
+use core::net::Ipv4Addr;
+use env::{ChallengeLimiter, Env};
+use hash::KeyedState;
+use input::{Outcome, Segment};
+use isn::{IsnGenerator, PortAllocator};
+use reasm::OutOfOrderQueue;
+use rtt::RttEstimator;
+use std::collections::{HashMap, VecDeque};
+use tcb::{Tcb, Timers, Unverified};
+use wheel::TimerWheel;
+
+/// One connection slot: a generation number (so that stale handles are detected) and the
+/// TCB, if the slot is in use.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    pub gen: u32,
+    pub tcb: Option<Box<Tcb>>,
+}
+
+/// A listening socket (RFC 9293's LISTEN state) with its queues.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    pub gen: u32,
+    pub local: (Ipv4Addr, u16),
+    /// Bound on both the SYN queue (connections in SYN-RECEIVED) and the accept queue, as
+    /// Linux's `listen(fd, backlog)`.
+    pub backlog: usize,
+    pub syn_received: usize,
+    /// Established connections not yet accepted (slot indices).
+    pub accept: VecDeque<u32>,
+    pub opts: SocketOptions,
+}
+
+/// All TCP state of one stack.
+#[derive(Debug)]
+pub struct Tcp {
+    pub(crate) config: TcpConfig,
+    pub(crate) slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    table: HashMap<FourTuple, u32, KeyedState>,
+    last_hit: Option<(FourTuple, u32)>,
+    pub(crate) listeners: Vec<Option<Listener>>,
+    listener_gen: u32,
+    listen_table: HashMap<(Ipv4Addr, u16), u32, KeyedState>,
+    wheel: TimerWheel,
+    expired: Vec<u32>,
+    dirty: Vec<u32>,
+    isn: IsnGenerator,
+    ports: PortAllocator,
+    ts_key: [u64; 2],
+    pub(crate) counters: Counters,
+    challenge: ChallengeLimiter,
+    /// Connections in use (every state but free).
+    live: usize,
+}
+
+/// The parts of a stack a TCP routine sends through.
+pub(crate) struct Io<'a> {
+    pub pool: &'a Pool,
+    pub iface: &'a mut Interface,
+    pub tx: &'a mut Batch,
+}
+
+/// Parse the header of a received segment.
+fn parse_segment(src: Ipv4Addr, dst: Ipv4Addr, data: &[u8]) -> crate::wire::Result<(Segment, usize)> {
+    let packet = TcpPacket::new_checked(data)?;
+    let repr = TcpRepr::parse(&packet, src, dst, false)?;
+    let header_sum = checksum::add(crate::iface::tcp_pseudo_sum(src, dst, data.len()), packet.header_sum());
+    Ok((
+        Segment {
+            src,
+            dst,
+            src_port: repr.src_port,
+            dst_port: repr.dst_port,
+            seq: SeqNumber(repr.seq),
+            ack: SeqNumber(repr.ack),
+            flags: repr.flags,
+            wnd: repr.window,
+            mss: repr.max_seg_size,
+            wscale: repr.window_scale,
+            sack_permitted: repr.sack_permitted,
+            ts: repr.timestamps,
+            sack: repr.sack_blocks,
+            len: repr.payload.len() as u32,
+            header_sum,
+        },
+        packet.header_len(),
+    ))
+}
+
+impl Tcp {
+    /// `seed` keys the ISN, port and table hashes: fixed in a simulation (deterministic),
+    /// random in a real stack.
+    pub fn new(config: TcpConfig, seed: u64, now: Instant) -> Tcp {
+        let cap = config.max_connections.max(1);
+        let (lo, hi) = config.ephemeral_ports;
+        Tcp {
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            table: HashMap::with_capacity_and_hasher(cap, KeyedState::new(hash::derive_key(seed, 1))),
+            last_hit: None,
+            listeners: Vec::new(),
+            listener_gen: 0,
+            listen_table: HashMap::with_hasher(KeyedState::new(hash::derive_key(seed, 2))),
+            wheel: TimerWheel::new(cap, Duration::from_millis(1), now),
+            expired: Vec::with_capacity(cap),
+            dirty: Vec::with_capacity(cap),
+            isn: IsnGenerator::new(hash::derive_key(seed, 3)),
+            ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
+            ts_key: hash::derive_key(seed, 5),
+            counters: Counters::default(),
+            challenge: ChallengeLimiter::default(),
+            live: 0,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &TcpConfig {
+        &self.config
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Connections held, TIME-WAIT and closed-but-unreleased included.
+    pub fn connections(&self) -> usize {
+        self.live
+    }
+
+    #[inline]
+    fn lookup(&mut self, tuple: &FourTuple) -> Option<u32> {
+        if let Some((t, i)) = self.last_hit {
+            if t == *tuple {
+                return Some(i);
+            }
+        }
+        let i = *self.table.get(tuple)?;
+        self.last_hit = Some((*tuple, i));
+        Some(i)
+    }
+
+    fn listener_for(&self, addr: Ipv4Addr, port: u16) -> Option<u32> {
+        self.listen_table.get(&(addr, port)).or_else(|| self.listen_table.get(&(Ipv4Addr::UNSPECIFIED, port))).copied()
+    }
+
+    pub(crate) fn tcb(&self, idx: u32) -> Option<&Tcb> {
+        self.slots.get(idx as usize)?.tcb.as_deref()
+    }
+
+    pub(crate) fn tcb_mut(&mut self, idx: u32) -> Option<&mut Tcb> {
+        self.slots.get_mut(idx as usize)?.tcb.as_deref_mut()
+    }
+
+    fn mark_dirty(&mut self, idx: u32) {
+        if let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) {
+            if !tcb.dirty {
+                tcb.dirty = true;
+                self.dirty.push(idx);
+            }
+        }
+    }
+
+    /// Put the connection's earliest timer on the wheel.
+    fn rearm(&mut self, idx: u32) {
+        match self.tcb(idx).and_then(|t| t.timers.earliest()) {
+            Some(t) => self.wheel.schedule(idx, t),
+            None => self.wheel.cancel(idx),
+        }
+    }
+
+    /// A new TCB for `tuple` in `state`.
+    pub(crate) fn new_tcb(&self, now: Instant, tuple: FourTuple, opts: SocketOptions, mtu: usize, state: State) -> Tcb {
+        let rmss = self.config.mss.unwrap_or((mtu.saturating_sub(40)).clamp(64, u16::MAX as usize) as u16);
+        // RFC 7323 §2.3: the smallest shift that lets the window cover the buffer.
+        let mut wscale = 0u8;
+        if self.config.window_scaling {
+            while wscale < 14 && (opts.recv_buffer >> wscale) > u16::MAX as usize {
+                wscale += 1;
+            }
+        }
+        let iss = self.isn.isn(now, (tuple.local_addr, tuple.local_port), (tuple.remote_addr, tuple.remote_port));
+        let ts_offset = {
+            use core::hash::Hasher;
+            let mut h = hash::SipHasher24::new(self.ts_key);
+            h.write_u32(iss.0);
+            h.finish() as u32
+        };
+        let eff = rmss - if self.config.timestamps { 12 } else { 0 };
+        Tcb {
+            state,
+            tuple,
+            opts,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: SeqNumber(0),
+            max_snd_wnd: 0,
+            snd_wscale: 0,
+            irs: SeqNumber(0),
+            rcv_nxt: SeqNumber(0),
+            rcv_nxt_pos: 0,
+            rcv_adv: SeqNumber(0),
+            rcv_wscale: wscale,
+            wscale_ok: false,
+            rcv_fin: None,
+            smss: rmss,
+            rmss,
+            eff_mss: eff,
+            ts_enabled: false,
+            ts_recent: 0,
+            ts_recent_age: now,
+            ts_offset,
+            sack_enabled: false,
+            last_ack_sent: SeqNumber(0),
+            rtt: RttEstimator::new(self.config.rtt),
+            rtt_seq: None,
+            retries: 0,
+            rexmt_start: None,
+            persist_backoff: 0,
+            keepalive_probes: 0,
+            last_rcv: now,
+            cwnd: self.config.initial_window.max(1) * eff as u32,
+            ssthresh: u32::MAX,
+            dupacks: 0,
+            sndq: VecDeque::new(),
+            snd_queued: 0,
+            snd_end: iss + 1,
+            snd_nxt_idx: 0,
+            fin_queued: false,
+            rcvq: VecDeque::new(),
+            rcv_queued: 0,
+            rcv_unverified: 0,
+            ooo: OutOfOrderQueue::new(),
+            ack_now: false,
+            unacked_segs: 0,
+            dsack: None,
+            timers: Timers::default(),
+            shut_rd: false,
+            orphan: false,
+            error: None,
+            listener: None,
+            dirty: false,
+            stats: ConnStats::default(),
+        }
+    }
+
+    /// Put a TCB in a free slot and the table. `None` when the stack is full.
+    pub(crate) fn insert(&mut self, tcb: Tcb) -> Option<u32> {
+        if self.live >= self.config.max_connections {
+            return None;
+        }
+        let tuple = tcb.tuple;
+        let idx = match self.free_slots.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.slots[idx as usize].tcb = Some(Box::new(tcb));
+        self.table.insert(tuple, idx);
+        self.live += 1;
+        Some(idx)
+    }
+
+    /// The connection is over on the wire: take it out of the table and the wheel, and out of
+    /// its listener's queues. The slot itself is freed at once if nobody holds a handle to it
+    /// (an orphan, or never accepted); otherwise it stays, CLOSED, until the application
+    /// closes it and sees why.
+    fn retire(&mut self, idx: u32) {
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        tcb.state = State::Closed;
+        tcb.timers = Timers::default();
+        let tuple = tcb.tuple;
+        let listener = tcb.listener.take();
+        let orphan = tcb.orphan;
+        // Buffers go back to the pool now.
+        tcb.sndq.clear();
+        tcb.snd_queued = 0;
+        tcb.ooo.clear();
+        if self.table.get(&tuple) == Some(&idx) {
+            self.table.remove(&tuple);
+        }
+        if self.last_hit.is_some_and(|(_, i)| i == idx) {
+            self.last_hit = None;
+        }
+        self.wheel.cancel(idx);
+        let mut unowned = orphan;
+        if let Some(l) = listener.and_then(|l| self.listeners.get_mut(l as usize)).and_then(|l| l.as_mut()) {
+            // Still owned by the listener: it was never accepted.
+            if let Some(pos) = l.accept.iter().position(|&i| i == idx) {
+                l.accept.remove(pos);
+            } else {
+                l.syn_received = l.syn_received.saturating_sub(1);
+            }
+            unowned = true;
+        }
+        if unowned {
+            self.free(idx);
+        }
+    }
+
+    /// Release a slot for reuse; its generation moves on so old handles go stale.
+    pub(crate) fn free(&mut self, idx: u32) {
+        let Some(slot) = self.slots.get_mut(idx as usize) else { return };
+        if slot.tcb.take().is_some() {
+            slot.gen = slot.gen.wrapping_add(1);
+            self.live -= 1;
+            self.free_slots.push(idx);
+            self.wheel.cancel(idx);
+        }
+    }
+
+    /// Process one received TCP segment.
+    pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, io: Io<'_>) {
+        self.counters.segs_in += 1;
+        let TcpIngress { src, dst, mut segment, checksum_ok } = ing;
+        let (seg, hdr_len) = match parse_segment(src, dst, segment.data()) {
+            Ok(x) => x,
+            Err(_) => {
+                self.counters.drop(DropReason::Malformed);
+                return;
+            }
+        };
+        let tuple =
+            FourTuple { local_addr: dst, local_port: seg.dst_port, remote_addr: src, remote_port: seg.src_port };
+        let idx = self.lookup(&tuple);
+        let mut unverified = None;
+        if !checksum_ok {
+            let defer = idx.and_then(|i| self.tcb(i)).is_some_and(|t| input::deferrable(t, &seg));
+            if defer {
+                unverified = Some(Unverified { header_sum: seg.header_sum, tsval: seg.ts.map(|t| t.0) });
+            } else {
+                let payload_sum = checksum::sum(&segment.data()[hdr_len..]);
+                if checksum::add_at(seg.header_sum, payload_sum, hdr_len) != 0xffff {
+                    self.counters.drop(DropReason::BadChecksum);
+                    return;
+                }
+            }
+        }
+        let _ = segment.trim_front(hdr_len);
+        match idx {
+            Some(i) => self.connection_input(now, i, &seg, segment, unverified, io),
+            None => self.no_connection(now, &seg, io),
+        }
+    }
+
+    fn connection_input(
+        &mut self,
+        now: Instant,
+        idx: u32,
+        seg: &Segment,
+        payload: PBuf,
+        unverified: Option<Unverified>,
+        io: Io<'_>,
+    ) {
+        let Io { pool, iface, tx } = io;
+        let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() else { return };
+        // Linux drops the handshake's final ACK when the accept queue is full; the client
+        // retransmits and the connection completes once the application accepts.
+        if tcb.state == State::SynReceived && seg.flags.contains(TcpFlags::ACK) && !seg.flags.contains(TcpFlags::RST) {
+            if let Some(l) = tcb.listener.and_then(|l| self.listeners.get(l as usize)).and_then(|l| l.as_ref()) {
+                if l.accept.len() >= l.backlog {
+                    self.counters.drop(DropReason::ListenOverflow);
+                    return;
+                }
+            }
+        }
+        tcb.stats.segs_in += 1;
+        let mut env = Env {
+            now,
+            config: &self.config,
+            counters: &mut self.counters,
+            challenge: &mut self.challenge,
+            pool,
+            iface,
+            tx,
+        };
+        let outcome = match tcb.state {
+            State::SynSent => input::syn_sent(&mut env, tcb, seg, payload),
+            State::Closed | State::Listen => {
+                output::send_reset(&mut env, seg, None, None);
+                Outcome::Keep
+            }
+            _ => {
+                let o = input::synchronized(&mut env, tcb, seg, payload, unverified);
+                timer::touch_keepalive(&env, tcb);
+                o
+            }
+        };
+        match outcome {
+            Outcome::Keep => {}
+            Outcome::Established => {
+                self.counters.passive_opens += 1;
+                if let Some(l) = tcb.listener.and_then(|l| self.listeners.get_mut(l as usize)).and_then(|l| l.as_mut())
+                {
+                    l.syn_received = l.syn_received.saturating_sub(1);
+                    l.accept.push_back(idx);
+                }
+            }
+            Outcome::Delete => {
+                self.retire(idx);
+                return;
+            }
+            Outcome::Reincarnate => {
+                self.retire(idx);
+                self.free(idx);
+                self.no_connection(now, seg, Io { pool, iface, tx });
+                return;
+            }
+        }
+        self.mark_dirty(idx);
+        self.rearm(idx);
+    }
+
+    /// No connection for the segment: a listener may take it, otherwise RST (RFC 9293
+    /// §3.10.7.1, CLOSED state).
+    fn no_connection(&mut self, now: Instant, seg: &Segment, io: Io<'_>) {
+        let Io { pool, iface, tx } = io;
+        let listener = self.listener_for(seg.dst, seg.dst_port);
+        let mut env = Env {
+            now,
+            config: &self.config,
+            counters: &mut self.counters,
+            challenge: &mut self.challenge,
+            pool,
+            iface,
+            tx,
+        };
+        let f = seg.flags;
+        let Some(lidx) = listener else {
+            env.counters.drop(DropReason::NoConnection);
+            output::send_reset(&mut env, seg, None, None);
+            return;
+        };
+        // LISTEN (RFC 9293 §3.10.7.2): RST ignored, ACK reset, SYN opens.
+        if f.contains(TcpFlags::RST) {
+            env.counters.drop(DropReason::Discarded);
+            return;
+        }
+        if f.contains(TcpFlags::ACK) {
+            output::send_reset(&mut env, seg, Some(seg.ack), None);
+            env.counters.drop(DropReason::NoConnection);
+            return;
+        }
+        if !f.contains(TcpFlags::SYN) {
+            env.counters.drop(DropReason::Discarded);
+            return;
+        }
+        let Some(l) = self.listeners.get(lidx as usize).and_then(|l| l.as_ref()) else { return };
+        // Linux drops the SYN when either queue is full (no SYN cookies here).
+        if l.syn_received >= l.backlog || l.accept.len() >= l.backlog {
+            env.counters.drop(DropReason::ListenOverflow);
+            return;
+        }
+        let opts = l.opts;
+        let tuple = FourTuple {
+            local_addr: seg.dst,
+            local_port: seg.dst_port,
+            remote_addr: seg.src,
+            remote_port: seg.src_port,
+        };
+        let mtu = env.iface.capabilities().mtu;
+        let mut tcb = self.new_tcb(now, tuple, opts, mtu, State::SynReceived);
+        tcb.listener = Some(lidx);
+        tcb.irs = seg.seq;
+        tcb.rcv_nxt = seg.seq + 1;
+        tcb.rcv_adv = tcb.rcv_nxt;
+        tcb.snd_wnd = seg.wnd as u32;
+        tcb.snd_wl1 = seg.seq;
+        tcb.snd_wl2 = tcb.iss;
+        let mut env = Env {
+            now,
+            config: &self.config,
+            counters: &mut self.counters,
+            challenge: &mut self.challenge,
+            pool,
+            iface,
+            tx,
+        };
+        input::negotiate(&mut env, &mut tcb, seg);
+        // Data on a SYN is dropped (no TCP Fast Open); the peer sends it again.
+        let Some(idx) = self.insert(tcb) else {
+            self.counters.drop(DropReason::NoBuffer);
+            return;
+        };
+        if let Some(l) = self.listeners.get_mut(lidx as usize).and_then(|l| l.as_mut()) {
+            l.syn_received += 1;
+        }
+        self.mark_dirty(idx);
+        self.rearm(idx);
+    }
+
+    /// Run the timers that are due.
+    pub(crate) fn run_timers(&mut self, now: Instant, io: Io<'_>) {
+        let Io { pool, iface, tx } = io;
+        let mut expired = std::mem::take(&mut self.expired);
+        self.wheel.expire(now, |k| expired.push(k));
+        for &idx in &expired {
+            let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { continue };
+            let mut env = Env {
+                now,
+                config: &self.config,
+                counters: &mut self.counters,
+                challenge: &mut self.challenge,
+                pool,
+                iface: &mut *iface,
+                tx: &mut *tx,
+            };
+            match timer::expire(&mut env, tcb) {
+                Outcome::Delete => self.retire(idx),
+                _ => {
+                    self.mark_dirty(idx);
+                    self.rearm(idx);
+                }
+            }
+        }
+        expired.clear();
+        self.expired = expired;
+    }
+
+    /// Let every connection with something to say send it.
+    pub(crate) fn flush(&mut self, now: Instant, io: Io<'_>) {
+        let Io { pool, iface, tx } = io;
+        let mut i = 0;
+        while i < self.dirty.len() {
+            if tx.is_full() {
+                break;
+            }
+            let idx = self.dirty[i];
+            i += 1;
+            let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { continue };
+            tcb.dirty = false;
+            let mut env = Env {
+                now,
+                config: &self.config,
+                counters: &mut self.counters,
+                challenge: &mut self.challenge,
+                pool,
+                iface: &mut *iface,
+                tx: &mut *tx,
+            };
+            output::output(&mut env, tcb);
+            self.rearm(idx);
+        }
+        // What the full device queue left for next time stays dirty.
+        self.dirty.drain(..i);
+    }
+
+    /// When the stack next needs to run: now if output is pending, else the earliest timer.
+    pub fn poll_at(&self, now: Instant) -> Option<Instant> {
+        if !self.dirty.is_empty() {
+            return Some(now);
+        }
+        self.wheel.next_deadline()
+    }
+
+    // ---- The protocol side of the socket calls (crate::socket wraps these). ----
+
+    pub(crate) fn listen(&mut self, local: (Ipv4Addr, u16), backlog: usize, opts: SocketOptions) -> Option<(u32, u32)> {
+        if self.listen_table.contains_key(&local) || local.1 == 0 {
+            return None;
+        }
+        self.listener_gen = self.listener_gen.wrapping_add(1);
+        let l = Listener {
+            gen: self.listener_gen,
+            local,
+            backlog: backlog.max(1),
+            syn_received: 0,
+            accept: VecDeque::new(),
+            opts,
+        };
+        let idx = match self.listeners.iter().position(|l| l.is_none()) {
+            Some(i) => i,
+            None => {
+                self.listeners.push(None);
+                self.listeners.len() - 1
+            }
+        };
+        self.listeners[idx] = Some(l);
+        self.listen_table.insert(local, idx as u32);
+        Some((idx as u32, self.listener_gen))
+    }
+
+    /// Close a listener: connections it had not handed out are reset.
+    pub(crate) fn unlisten(&mut self, now: Instant, lidx: u32, io: Io<'_>) {
+        let Some(l) = self.listeners.get_mut(lidx as usize).and_then(|l| l.take()) else { return };
+        self.listen_table.remove(&l.local);
+        let Io { pool, iface, tx } = io;
+        let pending: Vec<u32> =
+            (0..self.slots.len() as u32).filter(|&i| self.tcb(i).is_some_and(|t| t.listener == Some(lidx))).collect();
+        for idx in pending {
+            if let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() {
+                let mut env = Env {
+                    now,
+                    config: &self.config,
+                    counters: &mut self.counters,
+                    challenge: &mut self.challenge,
+                    pool,
+                    iface: &mut *iface,
+                    tx: &mut *tx,
+                };
+                output::send_abort(&mut env, tcb);
+                tcb.listener = None;
+                tcb.orphan = true;
+            }
+            self.retire(idx);
+        }
+    }
+
+    pub(crate) fn listener(&self, lidx: u32) -> Option<&Listener> {
+        self.listeners.get(lidx as usize)?.as_ref()
+    }
+
+    pub(crate) fn accept(&mut self, lidx: u32) -> Option<u32> {
+        let l = self.listeners.get_mut(lidx as usize)?.as_mut()?;
+        let idx = l.accept.pop_front()?;
+        if let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) {
+            tcb.listener = None;
+        }
+        Some(idx)
+    }
+
+    /// Active open: choose an ephemeral port (RFC 6056) and send a SYN.
+    pub(crate) fn connect(
+        &mut self,
+        now: Instant,
+        local_addr: Ipv4Addr,
+        local_port: Option<u16>,
+        remote: (Ipv4Addr, u16),
+        opts: SocketOptions,
+        mtu: usize,
+    ) -> Result<u32, crate::socket::Error> {
+        use crate::socket::Error;
+        if remote.1 == 0 || remote.0.is_unspecified() || remote.0.is_broadcast() {
+            return Err(Error::InvalidArgument);
+        }
+        if self.live >= self.config.max_connections {
+            return Err(Error::NoBufferSpace);
+        }
+        let tuple_for = |port| FourTuple { local_addr, local_port: port, remote_addr: remote.0, remote_port: remote.1 };
+        let port = match local_port {
+            Some(p) => {
+                if self.table.contains_key(&tuple_for(p)) {
+                    return Err(Error::AddrInUse);
+                }
+                p
+            }
+            None => {
+                let table = &self.table;
+                let listeners = &self.listen_table;
+                self.ports
+                    .candidates(local_addr, remote)
+                    .find(|&p| {
+                        !table.contains_key(&tuple_for(p))
+                            && !listeners.contains_key(&(local_addr, p))
+                            && !listeners.contains_key(&(Ipv4Addr::UNSPECIFIED, p))
+                    })
+                    .ok_or(Error::AddrInUse)?
+            }
+        };
+        let tcb = self.new_tcb(now, tuple_for(port), opts, mtu, State::SynSent);
+        let idx = self.insert(tcb).ok_or(Error::NoBufferSpace)?;
+        self.counters.active_opens += 1;
+        self.mark_dirty(idx);
+        Ok(idx)
+    }
+
+    /// Queue application bytes: copied once into pbufs, summed during the copy.
+    pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool) -> Result<usize, crate::socket::Error> {
+        use crate::socket::Error;
+        let counters = &mut self.counters;
+        let tcb = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()).ok_or(Error::InvalidHandle)?;
+        if let Some(e) = tcb.error {
+            return Err(e.into());
+        }
+        if tcb.fin_queued {
+            return Err(Error::InvalidState);
+        }
+        match tcb.state {
+            State::Established | State::CloseWait => {}
+            State::SynSent | State::SynReceived => return Err(Error::WouldBlock),
+            _ => return Err(Error::NotConnected),
+        }
+        let room = tcb.opts.send_buffer.saturating_sub(tcb.snd_queued);
+        if room == 0 {
+            return Err(Error::WouldBlock);
+        }
+        let mut data = &data[..data.len().min(room)];
+        let mut copied = 0;
+        let seg_size = tcb.eff_mss as usize;
+        while !data.is_empty() {
+            // Fill the unsent tail segment first (Afterburner: "send tries to fill the
+            // cluster at the end of the socket buffer before obtaining a new one").
+            let tail_has_room = tcb.sndq.len() > tcb.snd_nxt_idx
+                && tcb.sndq.back().is_some_and(|s| s.sent == 0 && s.buf.len() < seg_size && s.buf.is_unique());
+            if !tail_has_room {
+                let Ok(buf) = pool.alloc() else {
+                    counters.drop(DropReason::NoBuffer);
+                    break;
+                };
+                let seq = tcb.snd_end;
+                tcb.sndq.push_back(tcb::TxSeg { seq, buf, sent: 0, sent_at: Instant::ZERO, sacked: false });
+            }
+            let Some(tail) = tcb.sndq.back_mut() else { break };
+            let n = data.len().min(seg_size - tail.buf.len()).min(tail.buf.tailroom());
+            if n == 0 {
+                break;
+            }
+            // Cannot fail: n fits the tailroom and the buffer is unique.
+            let _ = tail.buf.append_copy_sum(&data[..n]);
+            data = &data[n..];
+            copied += n;
+            tcb.snd_queued += n;
+            tcb.snd_end += n as u32;
+        }
+        // Drop an empty segment left by a failed copy.
+        if tcb.sndq.back().is_some_and(|s| s.buf.is_empty()) {
+            tcb.sndq.pop_back();
+        }
+        if copied == 0 {
+            return Err(Error::NoBufferSpace);
+        }
+        self.mark_dirty(idx);
+        Ok(copied)
+    }
+
+    /// Copy received bytes to the application, verifying deferred checksums during the copy.
+    pub(crate) fn recv(
+        &mut self,
+        now: Instant,
+        idx: u32,
+        dst: &mut [u8],
+        io: Io<'_>,
+    ) -> Result<usize, crate::socket::Error> {
+        use crate::socket::Error;
+        let Io { pool, iface, tx } = io;
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return Err(Error::InvalidHandle);
+        };
+        let mut env = Env {
+            now,
+            config: &self.config,
+            counters: &mut self.counters,
+            challenge: &mut self.challenge,
+            pool,
+            iface,
+            tx,
+        };
+        let mut copied = 0;
+        while copied < dst.len() {
+            let Some(front) = tcb.rcvq.front_mut() else { break };
+            let room = dst.len() - copied;
+            let n = front.buf.len().min(room);
+            if let Some(u) = front.unverified {
+                // The fused path: copy and sum the whole segment in one pass, and accept
+                // it only if the sum checks; a segment larger than the room is checked
+                // first (sum pass) so that no unverified byte ever reaches the caller.
+                let whole = front.buf.len() <= room;
+                let ok = if whole {
+                    let s = checksum::copy_and_sum(&mut dst[copied..copied + n], front.buf.data());
+                    checksum::add(u.header_sum, s) == 0xffff
+                } else {
+                    checksum::add(u.header_sum, checksum::sum(front.buf.data())) == 0xffff
+                };
+                let qidx = tcb.rcvq.len() - tcb.rcv_unverified;
+                debug_assert_eq!(qidx, 0, "the unverified run is a suffix and we are at the front");
+                if !ok {
+                    input::reject_from(&mut env, tcb, 0);
+                    break;
+                }
+                input::accept_verified(&mut env, tcb, 0);
+                if !whole {
+                    dst[copied..copied + n].copy_from_slice(&tcb.rcvq[0].buf.data()[..n]);
+                }
+            } else {
+                dst[copied..copied + n].copy_from_slice(&front.buf.data()[..n]);
+            }
+            copied += n;
+            tcb.rcv_queued -= n;
+            let front = &mut tcb.rcvq[0];
+            if n == front.buf.len() {
+                tcb.rcvq.pop_front();
+            } else {
+                let _ = front.buf.trim_front(n);
+                front.seq += n as u32;
+            }
+        }
+        let eof = tcb.rcvq.is_empty()
+            && tcb.rcv_fin.is_none()
+            && matches!(tcb.state, State::CloseWait | State::LastAck | State::Closing | State::TimeWait)
+            || (tcb.rcvq.is_empty() && tcb.state == State::Closed && tcb.error.is_none());
+        let error = tcb.error;
+        if copied > 0 && output::window_update_due(tcb) {
+            tcb.ack_now = true;
+        }
+        let wake = copied > 0 && tcb.ack_now;
+        if wake {
+            self.mark_dirty(idx);
+        }
+        if copied > 0 {
+            return Ok(copied);
+        }
+        if eof {
+            return Ok(0);
+        }
+        match error {
+            Some(e) => Err(e.into()),
+            None => Err(Error::WouldBlock),
+        }
+    }
+
+    /// Shut down the write side: a FIN follows the queued data (RFC 9293 §3.10.4 CLOSE).
+    pub(crate) fn shutdown_write(&mut self, idx: u32) -> Result<(), crate::socket::Error> {
+        use crate::socket::Error;
+        let tcb = self.tcb_mut(idx).ok_or(Error::InvalidHandle)?;
+        match tcb.state {
+            State::SynSent => {
+                tcb.state = State::Closed;
+                self.retire(idx);
+                return Ok(());
+            }
+            State::SynReceived | State::Established => {
+                tcb.fin_queued = true;
+                tcb.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                tcb.fin_queued = true;
+                tcb.state = State::LastAck;
+            }
+            _ => return Ok(()),
+        }
+        self.mark_dirty(idx);
+        Ok(())
+    }
+
+    /// Shut down the read side: queued data is discarded, and later data resets the
+    /// connection (as Linux does).
+    pub(crate) fn shutdown_read(&mut self, idx: u32) -> Result<(), crate::socket::Error> {
+        let tcb = self.tcb_mut(idx).ok_or(crate::socket::Error::InvalidHandle)?;
+        tcb.shut_rd = true;
+        tcb.rcvq.clear();
+        tcb.rcv_queued = 0;
+        tcb.rcv_unverified = 0;
+        Ok(())
+    }
+
+    /// Close: if unread data would be lost, reset (RFC 9293 §3.10.4 permits it; Linux does it
+    /// so the peer learns its data was not consumed); otherwise FIN and let the connection
+    /// finish on its own.
+    pub(crate) fn close(&mut self, now: Instant, idx: u32, io: Io<'_>) -> Result<(), crate::socket::Error> {
+        let tcb = self.tcb_mut(idx).ok_or(crate::socket::Error::InvalidHandle)?;
+        if tcb.state == State::Closed {
+            self.free(idx);
+            return Ok(());
+        }
+        if tcb.rcv_queued > 0 || !tcb.ooo.is_empty() {
+            return self.abort(now, idx, io);
+        }
+        self.shutdown_write(idx)?;
+        if let Some(tcb) = self.tcb_mut(idx) {
+            tcb.shut_rd = true;
+            tcb.orphan = true;
+            if tcb.state == State::Closed {
+                self.free(idx);
+            }
+        }
+        Ok(())
+    }
+
+    /// Abort: RST to the peer (from a synchronized state) and forget the connection.
+    pub(crate) fn abort(&mut self, now: Instant, idx: u32, io: Io<'_>) -> Result<(), crate::socket::Error> {
+        let Io { pool, iface, tx } = io;
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return Err(crate::socket::Error::InvalidHandle);
+        };
+        if matches!(
+            tcb.state,
+            State::SynReceived | State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait
+        ) {
+            let mut env = Env {
+                now,
+                config: &self.config,
+                counters: &mut self.counters,
+                challenge: &mut self.challenge,
+                pool,
+                iface,
+                tx,
+            };
+            output::send_abort(&mut env, tcb);
+        }
+        tcb.orphan = true;
+        self.retire(idx);
+        self.free(idx);
+        Ok(())
+    }
+
+    /// A `tcp_info`-like snapshot.
+    pub(crate) fn info(&self, idx: u32) -> Option<TcpInfo> {
+        let t = self.tcb(idx)?;
+        Some(TcpInfo {
+            state: t.state,
+            srtt: t.rtt.srtt(),
+            rttvar: t.rtt.rttvar(),
+            rto: t.rtt.rto(),
+            cwnd: t.cwnd,
+            ssthresh: t.ssthresh,
+            snd_wnd: t.snd_wnd,
+            rcv_wnd: t.rcv_adv.since(t.rcv_nxt),
+            smss: t.smss,
+            eff_mss: t.eff_mss,
+            snd_wscale: t.snd_wscale,
+            rcv_wscale: t.rcv_wscale,
+            timestamps: t.ts_enabled,
+            sack: t.sack_enabled,
+            flight: t.flight(),
+            stats: t.stats,
+        })
+    }
+}

@@ -1,0 +1,526 @@
+//! Deciding what to send, and building the segments (BSD's `tcp_output`).
+//!
+//! A data segment is its send-queue pbuf: the TCP, IPv4 and Ethernet headers are written into
+//! its headroom, the TCP checksum is the header's sum plus the payload sum cached when the
+//! application's bytes were copied in (the payload is never read again), and the device gets
+//! a shared handle while the queue keeps its own for retransmission.
+
+use super::env::Env;
+use super::input::{verify_pending, Segment};
+use super::seq::SeqNumber;
+use super::stats::DropReason;
+use super::tcb::{FourTuple, State, Tcb, TxSeg};
+use crate::buf::{BufError, PBuf};
+use crate::iface::{tcp_pseudo_sum, NextHop};
+use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags, TcpPacket, TcpRepr};
+
+/// Bytes of Ethernet + IPv4 header the interface prepends.
+const LINK_AND_IP: usize = 14 + 20;
+
+/// Fields of an outgoing header.
+#[derive(Debug, Clone, Copy)]
+struct Hdr {
+    seq: SeqNumber,
+    ack: SeqNumber,
+    flags: TcpFlags,
+    window: u16,
+    mss: Option<u16>,
+    wscale: Option<u8>,
+    sack_permitted: bool,
+    ts: Option<(u32, u32)>,
+    sack: SackBlocks,
+}
+
+/// Index of the send-queue segment holding `seq` (the queue length if past the data).
+pub(crate) fn index_of(tcb: &Tcb, seq: SeqNumber) -> usize {
+    // The queue is contiguous in sequence space: binary search on segment starts.
+    let q = &tcb.sndq;
+    let (mut lo, mut hi) = (0, q.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if q[mid].end() <= seq {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Send what the connection may send now: SYN or SYN-ACK, data within the windows, FIN,
+/// and a pure ACK or window update if one is owed and nothing else carried it.
+pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
+    match tcb.state {
+        State::Closed | State::Listen => return,
+        State::SynSent => {
+            if tcb.snd_nxt == tcb.iss {
+                send_syn(env, tcb);
+            }
+            return;
+        }
+        State::SynReceived => {
+            if tcb.snd_nxt == tcb.iss {
+                send_syn(env, tcb);
+            }
+            return;
+        }
+        _ => {}
+    }
+    let mut sent = false;
+    while !env.tx.is_full() {
+        if tcb.snd_nxt_idx < tcb.sndq.len() {
+            if !tcb.state.is_synchronized() {
+                break;
+            }
+            let idx = tcb.snd_nxt_idx;
+            let seg_seq = tcb.sndq[idx].seq;
+            let seg_len = tcb.sndq[idx].len();
+            let is_last = idx + 1 == tcb.sndq.len();
+            let wnd = tcb.snd_wnd.min(tcb.cwnd);
+            let in_flight = tcb.snd_nxt.since(tcb.snd_una);
+            let usable = wnd.saturating_sub(in_flight);
+            // A segment partly below snd_nxt (after a rewind) is sent whole; count only the
+            // part beyond snd_nxt against the window.
+            let remaining = (seg_seq + seg_len).since(tcb.snd_nxt).min(seg_len);
+            if remaining > usable {
+                // Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a partial segment only if it
+                // is at least half the largest window the peer has offered.
+                let eff = tcb.eff_mss as u32;
+                if usable > 0 && seg_seq == tcb.snd_nxt && (usable >= eff || usable >= tcb.max_snd_wnd / 2) {
+                    if split_front(env, tcb, idx, usable as usize).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                break;
+            }
+            // Nagle (RFC 9293 §3.7.4): a short last segment waits while data is
+            // unacknowledged, unless nodelay or the FIN goes with it.
+            let short = seg_len < tcb.eff_mss as u32;
+            if short && is_last && !tcb.opts.nodelay && !tcb.fin_queued && tcb.snd_max != tcb.snd_una {
+                break;
+            }
+            let fin = is_last && tcb.fin_queued;
+            if !send_data(env, tcb, idx, fin) {
+                break;
+            }
+            sent = true;
+            continue;
+        }
+        // All data sent: the FIN, if due and not already carried.
+        if tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.state.is_synchronized() {
+            if !send_bare(env, tcb, tcb.snd_end, TcpFlags::FIN | TcpFlags::ACK) {
+                break;
+            }
+            tcb.snd_nxt = tcb.snd_end + 1;
+            tcb.snd_max = tcb.snd_max.max(tcb.snd_nxt);
+            if tcb.timers.rexmt.is_none() {
+                tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+                tcb.rexmt_start = Some(env.now);
+            }
+            sent = true;
+        }
+        break;
+    }
+    // Window updates are owed after the application reads (`recv` sets ack_now then), not
+    // merely because the SYN's unscaled window was small.
+    if !sent && tcb.ack_now {
+        let _ = send_bare(env, tcb, tcb.snd_nxt, TcpFlags::ACK);
+    }
+    // Timers: retransmission while anything is in flight; persist when data waits on a
+    // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
+    if tcb.snd_max != tcb.snd_una && tcb.timers.rexmt.is_none() {
+        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.rexmt_start.get_or_insert(env.now);
+    }
+    let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
+    if waiting && tcb.snd_wnd == 0 && tcb.snd_max == tcb.snd_una {
+        if tcb.timers.persist.is_none() {
+            tcb.timers.persist = Some(env.now + persist_interval(tcb));
+        }
+    } else if tcb.snd_wnd > 0 {
+        tcb.timers.persist = None;
+    }
+}
+
+/// Persist interval: the RTO, backed off per unanswered probe, within [RTO min, RTO max].
+pub(crate) fn persist_interval(tcb: &Tcb) -> crate::time::Duration {
+    let cfg = tcb.rtt.config();
+    let base = tcb.rtt.rto();
+    base.checked_mul(1u32 << tcb.persist_backoff.min(16)).unwrap_or(cfg.max_rto).clamp(cfg.min_rto, cfg.max_rto)
+}
+
+/// Whether the window has opened enough since we last advertised it to be worth telling
+/// the peer: by two segments or half the buffer (RFC 9293 §3.8.6.2.2, BSD `tcp_output`).
+pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
+    if !tcb.state.can_receive() {
+        return false;
+    }
+    let right = tcb.rcv_nxt + tcb.rcv_space() as u32;
+    if right <= tcb.rcv_adv {
+        return false;
+    }
+    let gain = right.since(tcb.rcv_adv) as usize;
+    gain >= 2 * tcb.rmss as usize || 2 * gain >= tcb.opts.recv_buffer
+}
+
+/// The window to advertise, as the header field, and the new right edge. Receiver SWS
+/// avoidance (RFC 9293 §3.8.6.2.2): the right edge moves only by min(buffer/2, MSS) or
+/// more, and never moves left.
+fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
+    let space = tcb.rcv_space() as u32;
+    let mut right = tcb.rcv_nxt + space;
+    let threshold = ((tcb.opts.recv_buffer / 2) as u32).min(tcb.rmss as u32);
+    if right > tcb.rcv_adv && right.since(tcb.rcv_adv) < threshold {
+        right = tcb.rcv_adv;
+    }
+    if right < tcb.rcv_adv {
+        right = tcb.rcv_adv;
+    }
+    let wnd = right.since(ack);
+    if syn {
+        // RFC 7323 §2.2: the window in a SYN is never scaled.
+        let w = wnd.min(u16::MAX as u32);
+        tcb.rcv_adv = tcb.rcv_adv.max(ack + w);
+        return w as u16;
+    }
+    let shift = tcb.rcv_wscale as u32;
+    let max = (u16::MAX as u32) << shift;
+    let wnd = wnd.min(max);
+    let mut field = wnd >> shift;
+    // Rounding down must not pull the edge left of what we advertised before.
+    if ack + (field << shift) < tcb.rcv_adv && field < u16::MAX as u32 {
+        field += 1;
+    }
+    tcb.rcv_adv = tcb.rcv_adv.max(ack + (field << shift));
+    field as u16
+}
+
+/// SACK blocks for an outgoing segment with `room` option bytes left: a D-SACK first
+/// (RFC 2883 §4), then the out-of-order queue's blocks, newest first (RFC 2018 §4).
+fn sack_blocks(tcb: &mut Tcb, room: usize) -> SackBlocks {
+    let mut blocks = SackBlocks::new();
+    if !tcb.sack_enabled || room < 12 {
+        return blocks;
+    }
+    let fit = ((room - 4) / 8).min(if tcb.ts_enabled { 3 } else { 4 });
+    if let Some((l, r)) = tcb.dsack.take() {
+        blocks.push(l.0, r.0);
+    }
+    if !tcb.ooo.is_empty() && blocks.len() < fit {
+        let mut out = [(0u64, 0u64); 4];
+        let n = tcb.ooo.sack_blocks(tcb.rcv_nxt_pos, fit - blocks.len(), &mut out);
+        for &(s, e) in &out[..n] {
+            blocks.push(tcb.pos_seq(s).0, tcb.pos_seq(e).0);
+        }
+    }
+    blocks.truncate(fit);
+    blocks
+}
+
+/// Prepend a TCP header for `tuple` to `buf` (whose data is the payload) and fill the
+/// checksum from `payload_sum`. Returns the header length.
+fn prepend_tcp(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: u16) -> Result<usize, BufError> {
+    let repr = TcpRepr {
+        src_port: tuple.local_port,
+        dst_port: tuple.remote_port,
+        seq: h.seq.0,
+        ack: h.ack.0,
+        flags: h.flags,
+        window: h.window,
+        urgent: 0,
+        max_seg_size: h.mss,
+        window_scale: h.wscale,
+        sack_permitted: h.sack_permitted,
+        timestamps: h.ts,
+        sack_blocks: h.sack,
+        payload: &[],
+    };
+    let hl = repr.header_len();
+    let total = hl + buf.len();
+    let bytes = buf.prepend(hl)?;
+    let mut pkt = TcpPacket::new_unchecked(bytes);
+    repr.emit(&mut pkt, tuple.local_addr, tuple.remote_addr, false);
+    let s = checksum::add(
+        checksum::add(tcp_pseudo_sum(tuple.local_addr, tuple.remote_addr, total), pkt.header_sum()),
+        checksum::add_at(0, payload_sum, hl),
+    );
+    pkt.set_checksum(checksum::finish(s));
+    Ok(hl)
+}
+
+/// Header fields every segment of an established connection carries.
+fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, option_room: usize) -> Hdr {
+    if tcb.rcv_unverified > 0 {
+        // An ACK must not cover data whose checksum is unchecked: check it now.
+        verify_pending(env, tcb);
+    }
+    let ack = tcb.ack_seq();
+    let ts = tcb.ts_enabled.then(|| (tcb.ts_now(env.now), tcb.ts_recent));
+    let room = option_room.saturating_sub(if ts.is_some() { 12 } else { 0 });
+    let sack = sack_blocks(tcb, room);
+    let window = window_field(tcb, ack, false);
+    Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack }
+}
+
+/// Bookkeeping after any segment carrying an ACK left.
+fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
+    tcb.last_ack_sent = ack;
+    tcb.ack_now = false;
+    tcb.unacked_segs = 0;
+    tcb.timers.delack = None;
+    tcb.stats.segs_out += 1;
+    env.counters.segs_out += 1;
+}
+
+/// SYN or SYN-ACK, with our options (RFC 9293 §3.7.1, RFC 7323, RFC 2018). A SYN-ACK
+/// offers only what the peer's SYN offered.
+fn send_syn(env: &mut Env, tcb: &mut Tcb) {
+    let Ok(mut buf) = env.pool.alloc() else {
+        env.counters.drop(DropReason::NoBuffer);
+        return;
+    };
+    let synack = tcb.state == State::SynReceived;
+    let cfg = env.config;
+    let wscale =
+        if synack { tcb.wscale_ok.then_some(tcb.rcv_wscale) } else { cfg.window_scaling.then_some(tcb.rcv_wscale) };
+    let ts = if synack {
+        tcb.ts_enabled.then(|| (tcb.ts_now(env.now), tcb.ts_recent))
+    } else {
+        cfg.timestamps.then(|| (tcb.ts_now(env.now), 0))
+    };
+    let sack_permitted = if synack { tcb.sack_enabled } else { cfg.sack };
+    let ack = if synack { tcb.rcv_nxt } else { SeqNumber(0) };
+    let window = window_field(tcb, ack, true);
+    let h = Hdr {
+        seq: tcb.iss,
+        ack,
+        flags: if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
+        window,
+        mss: Some(tcb.rmss),
+        wscale,
+        sack_permitted,
+        ts,
+        sack: SackBlocks::new(),
+    };
+    if prepend_tcp(&mut buf, &tcb.tuple, &h, 0).is_err() {
+        env.counters.drop(DropReason::NoBuffer);
+        return;
+    }
+    if !ship(env, tcb.tuple, buf) {
+        return;
+    }
+    if synack {
+        acked_sent(env, tcb, ack);
+    } else {
+        tcb.stats.segs_out += 1;
+        env.counters.segs_out += 1;
+    }
+    // Time the first transmission only (Karn's rule); timestamps, if negotiated, take over.
+    tcb.rtt_seq = (tcb.snd_max == tcb.iss).then_some((tcb.iss, env.now));
+    tcb.snd_nxt = tcb.iss + 1;
+    tcb.snd_max = tcb.snd_max.max(tcb.snd_nxt);
+    if tcb.timers.rexmt.is_none() {
+        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+    }
+}
+
+/// A segment with no payload: ACK, FIN, or a keep-alive/window probe with an old sequence
+/// number. Returns false if no buffer was available.
+pub(crate) fn send_bare(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags) -> bool {
+    let Ok(mut buf) = env.pool.alloc() else {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    };
+    let h = common_hdr(env, tcb, seq, flags, 40);
+    if prepend_tcp(&mut buf, &tcb.tuple, &h, 0).is_err() {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    }
+    let ack = h.ack;
+    if !ship(env, tcb.tuple, buf) {
+        return false;
+    }
+    acked_sent(env, tcb, ack);
+    true
+}
+
+/// Send send-queue segment `idx` (its whole payload), with FIN if asked.
+fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
+    // A device may still hold this buffer from a previous transmission: then the headers
+    // cannot be written in place, and the payload moves to a fresh buffer (rare).
+    if !tcb.sndq[idx].buf.is_unique() && !unshare(env, tcb, idx) {
+        return false;
+    }
+    let seq = tcb.sndq[idx].seq;
+    let len = tcb.sndq[idx].len();
+    let is_last = idx + 1 == tcb.sndq.len();
+    let mut flags = TcpFlags::ACK;
+    if is_last {
+        flags |= TcpFlags::PSH;
+    }
+    if fin {
+        flags |= TcpFlags::FIN;
+    }
+    let room = (tcb.smss as usize).saturating_sub(len as usize).min(40);
+    let h = common_hdr(env, tcb, seq, flags, room);
+    let seg = &mut tcb.sndq[idx];
+    let payload_sum = match seg.buf.cached_sum_from(0) {
+        Some(s) => s,
+        None => checksum::sum(seg.buf.data()),
+    };
+    let hl = match prepend_tcp(&mut seg.buf, &tcb.tuple, &h, payload_sum) {
+        Ok(hl) => hl,
+        Err(_) => {
+            env.counters.drop(DropReason::NoBuffer);
+            return false;
+        }
+    };
+    let next = match env.iface.encapsulate(env.now, &mut seg.buf, tcb.tuple.remote_addr, IpProtocol::TCP) {
+        Ok(n) => n,
+        Err(_) => {
+            let _ = seg.buf.trim_front(hl);
+            env.counters.drop(DropReason::NoBuffer);
+            return false;
+        }
+    };
+    let frame = seg.buf.share();
+    // The queue's view goes back to the payload; the frame's view has the headers.
+    let _ = seg.buf.trim_front(hl + LINK_AND_IP);
+    let retransmit = seg.sent > 0;
+    seg.sent += 1;
+    seg.sent_at = env.now;
+    env.iface.dispatch(env.now, frame, next, env.pool, env.tx, env.counters);
+    let end = seq + len + fin as u32;
+    if retransmit {
+        tcb.stats.retransmits += 1;
+        env.counters.retransmitted += 1;
+        if let Some((rs, _)) = tcb.rtt_seq {
+            if rs >= seq && rs < end {
+                tcb.rtt_seq = None; // Karn's rule
+            }
+        }
+    } else if !tcb.ts_enabled && tcb.rtt_seq.is_none() {
+        tcb.rtt_seq = Some((seq, env.now));
+    }
+    tcb.stats.bytes_sent += len as u64;
+    tcb.snd_nxt = tcb.snd_nxt.max(end);
+    tcb.snd_max = tcb.snd_max.max(end);
+    tcb.snd_nxt_idx = idx + 1;
+    if tcb.timers.rexmt.is_none() {
+        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.rexmt_start.get_or_insert(env.now);
+    }
+    acked_sent(env, tcb, h.ack);
+    true
+}
+
+/// Give segment `idx` a buffer of its own (copy of the payload) because the old one is
+/// still held elsewhere.
+fn unshare(env: &mut Env, tcb: &mut Tcb, idx: usize) -> bool {
+    let Ok(mut fresh) = env.pool.alloc() else {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    };
+    let seg = &mut tcb.sndq[idx];
+    if fresh.append_copy_sum(seg.buf.data()).is_err() {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    }
+    seg.buf = fresh;
+    env.counters.tx_copies += 1;
+    true
+}
+
+/// Split send-queue segment `idx` after its first `n` bytes: the front moves to a new
+/// buffer (summed during the copy), the back keeps the old one with its cached sum
+/// adjusted arithmetically. Used to send part of a segment into a small window.
+pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) -> Result<(), ()> {
+    let Ok(mut front) = env.pool.alloc() else {
+        env.counters.drop(DropReason::NoBuffer);
+        return Err(());
+    };
+    let seg = &mut tcb.sndq[idx];
+    if n == 0 || n >= seg.buf.len() {
+        return Err(());
+    }
+    let Ok(front_sum) = front.append_copy_sum(&seg.buf.data()[..n]) else {
+        env.counters.drop(DropReason::NoBuffer);
+        return Err(());
+    };
+    if seg.buf.trim_front_summed(n, front_sum).is_err() {
+        return Err(());
+    }
+    let seq = seg.seq;
+    seg.seq = seq + n as u32;
+    let new = TxSeg { seq, buf: front, sent: seg.sent, sent_at: seg.sent_at, sacked: false };
+    tcb.sndq.insert(idx, new);
+    Ok(())
+}
+
+/// Hand a finished TCP segment that nothing retains to the interface. Returns whether it
+/// went out (or waits for ARP).
+fn ship(env: &mut Env, tuple: FourTuple, mut buf: PBuf) -> bool {
+    match env.iface.encapsulate(env.now, &mut buf, tuple.remote_addr, IpProtocol::TCP) {
+        Ok(NextHop::Unreachable) => {
+            env.counters.drop(DropReason::NotForUs);
+            false
+        }
+        Ok(next) => {
+            env.iface.dispatch(env.now, buf, next, env.pool, env.tx, env.counters);
+            true
+        }
+        Err(_) => {
+            env.counters.drop(DropReason::NoBuffer);
+            false
+        }
+    }
+}
+
+/// An RST answering `seg` (RFC 9293 §3.10.7.1): `<SEQ=seq><CTL=RST>` when `seq` is given
+/// (with `<ACK=ack>` and the ACK bit when `ack` is), else `<SEQ=SEG.ACK><CTL=RST>` if the
+/// segment had ACK, else `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. Never answers an RST.
+pub(crate) fn send_reset(env: &mut Env, seg: &Segment, seq: Option<SeqNumber>, ack: Option<SeqNumber>) {
+    if seg.flags.contains(TcpFlags::RST) {
+        return;
+    }
+    let (seq, ack, flags) = match (seq, ack) {
+        (Some(s), Some(a)) => (s, a, TcpFlags::RST | TcpFlags::ACK),
+        (Some(s), None) => (s, SeqNumber(0), TcpFlags::RST),
+        (None, _) if seg.flags.contains(TcpFlags::ACK) => (seg.ack, SeqNumber(0), TcpFlags::RST),
+        (None, _) => (SeqNumber(0), seg.seq + seg.seg_len(), TcpFlags::RST | TcpFlags::ACK),
+    };
+    let tuple =
+        FourTuple { local_addr: seg.dst, local_port: seg.dst_port, remote_addr: seg.src, remote_port: seg.src_port };
+    send_rst_raw(env, tuple, seq, ack, flags);
+}
+
+/// Abort a connection: `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK>` (RFC 9293 §3.10.4, as Linux).
+pub(crate) fn send_abort(env: &mut Env, tcb: &Tcb) {
+    send_rst_raw(env, tcb.tuple, tcb.snd_nxt, tcb.rcv_nxt, TcpFlags::RST | TcpFlags::ACK);
+}
+
+fn send_rst_raw(env: &mut Env, tuple: FourTuple, seq: SeqNumber, ack: SeqNumber, flags: TcpFlags) {
+    let Ok(mut buf) = env.pool.alloc() else {
+        env.counters.drop(DropReason::NoBuffer);
+        return;
+    };
+    let h = Hdr {
+        seq,
+        ack,
+        flags,
+        window: 0,
+        mss: None,
+        wscale: None,
+        sack_permitted: false,
+        ts: None,
+        sack: SackBlocks::new(),
+    };
+    if prepend_tcp(&mut buf, &tuple, &h, 0).is_err() {
+        return;
+    }
+    if ship(env, tuple, buf) {
+        env.counters.resets_sent += 1;
+        env.counters.segs_out += 1;
+    }
+}

@@ -1,0 +1,905 @@
+//! The receiver's out-of-order queue: segments above a hole wait here until the hole is
+//! filled (RFC 9293 §3.10.7.4: "segments with higher beginning sequence numbers ... may be held
+//! for later processing"), and the queue names the SACK blocks the next ACK carries
+//! (RFC 2018 §4) and the duplicate ranges a D-SACK block reports (RFC 2883 §4).
+//!
+//! # Positions
+//!
+//! Everything here is in 64-bit absolute stream positions: the TCB unwraps 32-bit sequence
+//! numbers before calling in, so no comparison in this file is modular. A range `(start, end)`
+//! is half-open, `[start, end)`, as SACK edges are (RFC 2018 §3: the right edge is "the
+//! sequence number immediately following the last sequence number of this block").
+//!
+//! # Zero copy
+//!
+//! Payload stays in the received pbufs. Where a new segment overlaps data already held, the
+//! held bytes win (they may already have been reported in a SACK block, and RFC 9293
+//! §3.10.7.4 lets a receiver keep either copy) and the new segment is cut into the pieces that
+//! fill holes: each piece is a [`PBuf::share`] of the same buffer with its own view, so one
+//! received frame may be held as several handles, never copied.
+//!
+//! # Bounds
+//!
+//! The queue holds whatever the caller inserts: the TCB admits only segments inside its
+//! receive window (RFC 9293 §3.10.7.4), which bounds [`OutOfOrderQueue::bytes`] by the window
+//! rather than by a fixed segment count, and it also bounds [`OutOfOrderQueue::segments`]
+//! (the handles held), so that a peer sending 1-byte segments cannot pin the whole pool.
+//!
+//! # Data structure and cost
+//!
+//! - `segs`: `BTreeMap<start, PBuf>`, the held segments, never empty, never overlapping.
+//! - `blocks`: `BTreeMap<start, Block>`, the maximal runs of contiguous held bytes (what a SACK
+//!   block describes), each with the stamp of the last segment that arrived into it.
+//! - `recency`: `BTreeMap<stamp, block start>`, the blocks by recency, so that choosing the SACK
+//!   blocks does not scan every block.
+//!
+//! With S segments and B blocks held:
+//! - [`insert`](OutOfOrderQueue::insert): O((k + 1) log S + (m + 1) log B) for a segment that
+//!   overlaps k held segments and joins m blocks; O(log S + log B) in the common case.
+//! - [`pop_ready`](OutOfOrderQueue::pop_ready): O(log S + log B) per segment returned or
+//!   dropped.
+//! - [`sack_blocks`](OutOfOrderQueue::sack_blocks): O(max · log B), plus one step per block
+//!   lying entirely below `rcv_nxt` that the caller has not yet drained with `pop_ready`.
+
+use crate::buf::PBuf;
+use std::collections::BTreeMap;
+
+/// The most SACK blocks a TCP header has room for: 40 option bytes hold a SACK option of
+/// 2 + 8·4 = 34 bytes, and only 3 blocks fit beside a 10-byte timestamp option (RFC 2018 §3).
+pub const MAX_SACK_BLOCKS: usize = 4;
+
+/// What [`OutOfOrderQueue::insert`] did with a segment `[start, end)`.
+///
+/// `block` is the contiguous block holding the segment once it is stored (the whole segment
+/// is always held afterwards, so it lies in exactly one block). It is the block that
+/// [`OutOfOrderQueue::sack_blocks`] reports first until another segment arrives (RFC 2018
+/// §4), and the block a D-SACK option names second (RFC 2883 §4, rule (4)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    /// The buffer was empty: nothing was stored and no recency changed.
+    Empty,
+    /// Every byte of `[start, end)` was new and is now stored.
+    New { start: u64, end: u64, block: (u64, u64) },
+    /// Every byte of `[start, end)` was already held; the segment was dropped. The whole range
+    /// is the D-SACK block (RFC 2883 §4, rule (1)).
+    Duplicate { start: u64, end: u64, block: (u64, u64) },
+    /// Some bytes were held already and some were new.
+    PartialDuplicate {
+        /// From the first to the end of the last new byte stored. May enclose held bytes when
+        /// the segment filled several holes; `new_bytes` counts the new bytes exactly.
+        new: (u64, u64),
+        new_bytes: usize,
+        /// The first contiguous run of duplicated bytes: the D-SACK block (RFC 2883 §4: a
+        /// segment that duplicates several separate runs reports one of them; we report the
+        /// lowest).
+        dup: (u64, u64),
+        /// All duplicated bytes of the segment, for counting.
+        dup_bytes: usize,
+        block: (u64, u64),
+    },
+}
+
+impl Insert {
+    /// Bytes newly stored.
+    pub fn new_bytes(&self) -> usize {
+        match *self {
+            Insert::Empty | Insert::Duplicate { .. } => 0,
+            Insert::New { start, end, .. } => (end - start) as usize,
+            Insert::PartialDuplicate { new_bytes, .. } => new_bytes,
+        }
+    }
+
+    /// Bytes of the segment that were already held and were dropped.
+    pub fn duplicate_bytes(&self) -> usize {
+        match *self {
+            Insert::Empty | Insert::New { .. } => 0,
+            Insert::Duplicate { start, end, .. } => (end - start) as usize,
+            Insert::PartialDuplicate { dup_bytes, .. } => dup_bytes,
+        }
+    }
+
+    /// The D-SACK block to send first in the next ACK (RFC 2883 §4), if any byte was a
+    /// duplicate. The caller then appends `sack_blocks(rcv_nxt, max - 1, ..)`, whose first
+    /// block is [`Insert::block`], as RFC 2883 §4 rule (4) asks.
+    pub fn dsack(&self) -> Option<(u64, u64)> {
+        match *self {
+            Insert::Empty | Insert::New { .. } => None,
+            Insert::Duplicate { start, end, .. } => Some((start, end)),
+            Insert::PartialDuplicate { dup, .. } => Some(dup),
+        }
+    }
+
+    /// The block now holding the segment; `None` for an empty buffer.
+    pub fn block(&self) -> Option<(u64, u64)> {
+        match *self {
+            Insert::Empty => None,
+            Insert::New { block, .. } | Insert::Duplicate { block, .. } | Insert::PartialDuplicate { block, .. } => {
+                Some(block)
+            }
+        }
+    }
+}
+
+/// Counters, for the connection's statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReasmStats {
+    /// Non-empty segments passed to [`OutOfOrderQueue::insert`].
+    pub segments_inserted: u64,
+    /// Of those, segments whose every byte was already held.
+    pub duplicate_segments: u64,
+    /// Bytes dropped by `insert` because they were already held.
+    pub duplicate_bytes: u64,
+    /// Bytes dropped by [`OutOfOrderQueue::pop_ready`] because they lay below `rcv_nxt`.
+    pub stale_bytes: u64,
+}
+
+/// A maximal run of contiguous held bytes, keyed by its start in `OutOfOrderQueue::blocks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Block {
+    end: u64,
+    /// When a segment last arrived into this block (including a duplicate, and a merge of
+    /// blocks by a hole-filling segment); unique, larger is newer.
+    stamp: u64,
+}
+
+/// The out-of-order queue; see the [module docs](self).
+#[derive(Debug, Default)]
+pub struct OutOfOrderQueue {
+    /// Held segments by start position; non-empty, non-overlapping.
+    segs: BTreeMap<u64, PBuf>,
+    /// Maximal contiguous runs of `segs`, by start.
+    blocks: BTreeMap<u64, Block>,
+    /// Block start by block stamp: the blocks in order of recency.
+    recency: BTreeMap<u64, u64>,
+    /// Sum of the held views' lengths.
+    bytes: usize,
+    next_stamp: u64,
+    stats: ReasmStats,
+}
+
+impl OutOfOrderQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Store payload `buf` (its view is exactly the payload) starting at `pos`.
+    ///
+    /// Bytes already held are kept and the new copy of them is dropped; the rest of `buf` is
+    /// stored as one handle per hole it fills (the last hole reuses `buf` itself, the others
+    /// are [`PBuf::share`]s of it with trimmed views). The block holding the segment becomes
+    /// the most recent one, even for a duplicate: RFC 2018 §4 makes the block of the segment
+    /// that triggered the ACK the first SACK block, and RFC 2883 §4 names that block right
+    /// after the D-SACK block.
+    ///
+    /// The queue does not know `rcv_nxt`: a segment below it is stored and then dropped by
+    /// [`pop_ready`](Self::pop_ready). The caller should trim such data (and D-SACK it, RFC
+    /// 2883 §4 rule (2)) before inserting, since duplicates are only detected against the
+    /// bytes held here.
+    pub fn insert(&mut self, pos: u64, mut buf: PBuf) -> Insert {
+        // Keep `pos + len` representable. Positions are 64-bit and never wrap, so this only
+        // guards against a caller bug, without panicking.
+        let room = u64::MAX - pos;
+        if buf.len() as u64 > room {
+            let ok = buf.truncate(room as usize).is_ok();
+            debug_assert!(ok);
+        }
+        if buf.is_empty() {
+            return Insert::Empty;
+        }
+        let end = pos + buf.len() as u64;
+        self.stats.segments_inserted += 1;
+
+        let mut cur = pos; // everything in [pos, cur) has been stored or found held
+        let (mut new_lo, mut new_hi, mut new_bytes) = (u64::MAX, 0u64, 0usize);
+        let mut dup: Option<(u64, u64)> = None;
+        let mut dup_bytes = 0usize;
+
+        // A held segment starting before `pos` may cover the front of the new one.
+        if let Some((&s, held)) = self.segs.range(..pos).next_back() {
+            let e = s + held.len() as u64;
+            if e > pos {
+                let de = e.min(end);
+                dup = Some((pos, de));
+                dup_bytes += (de - pos) as usize;
+                cur = de;
+            }
+        }
+        while cur < end {
+            // The next held segment starting inside the rest of the new one. None starts
+            // before `cur` and ends after it: `cur` is `pos` (checked above) or the end of a
+            // held segment, and held segments do not overlap.
+            match self.segs.range(cur..end).next().map(|(&s, held)| (s, s + held.len() as u64)) {
+                Some((s, e)) => {
+                    if s > cur {
+                        // A hole [cur, s) in front of the held segment: fill it with a share.
+                        let mut piece = buf.share();
+                        let ok = piece.trim_front((cur - pos) as usize).is_ok()
+                            && piece.truncate((s - cur) as usize).is_ok();
+                        debug_assert!(ok);
+                        self.segs.insert(cur, piece);
+                        new_lo = new_lo.min(cur);
+                        new_hi = s;
+                        new_bytes += (s - cur) as usize;
+                    }
+                    // Held bytes [s, de) are duplicates. They extend the first duplicate run if
+                    // no hole lay between (RFC 2883 reports a contiguous duplicate range).
+                    let de = e.min(end);
+                    match &mut dup {
+                        None => dup = Some((s, de)),
+                        Some(d) if d.1 == s => d.1 = de,
+                        Some(_) => {}
+                    }
+                    dup_bytes += (de - s) as usize;
+                    cur = de;
+                }
+                None => {
+                    // The final hole [cur, end): store `buf` itself, trimmed at the front.
+                    let ok = buf.trim_front((cur - pos) as usize).is_ok();
+                    debug_assert!(ok);
+                    self.segs.insert(cur, buf);
+                    new_lo = new_lo.min(cur);
+                    new_hi = end;
+                    new_bytes += (end - cur) as usize;
+                    break;
+                }
+            }
+        }
+
+        self.bytes += new_bytes;
+        self.stats.duplicate_bytes += dup_bytes as u64;
+        let block = self.join_blocks(pos, end);
+        match dup {
+            None => Insert::New { start: pos, end, block },
+            Some(_) if new_bytes == 0 => {
+                self.stats.duplicate_segments += 1;
+                Insert::Duplicate { start: pos, end, block }
+            }
+            Some(dup) => Insert::PartialDuplicate { new: (new_lo, new_hi), new_bytes, dup, dup_bytes, block },
+        }
+    }
+
+    /// `[lo, hi)` is now entirely held: merge it with the blocks it overlaps or touches into
+    /// one block, stamped as the newest. Returns that block.
+    fn join_blocks(&mut self, mut lo: u64, mut hi: u64) -> (u64, u64) {
+        if let Some((&s, b)) = self.blocks.range(..lo).next_back() {
+            if b.end >= lo {
+                lo = s;
+            }
+        }
+        while let Some((&s, &b)) = self.blocks.range(lo..=hi).next() {
+            self.blocks.remove(&s);
+            self.recency.remove(&b.stamp);
+            hi = hi.max(b.end);
+        }
+        let stamp = self.next_stamp;
+        self.next_stamp += 1;
+        self.blocks.insert(lo, Block { end: hi, stamp });
+        self.recency.insert(stamp, lo);
+        (lo, hi)
+    }
+
+    /// Remove and return the first segment if it starts at or before `rcv_nxt` and ends after
+    /// it, with its view trimmed to start exactly at `rcv_nxt`; the position returned is
+    /// `rcv_nxt`. Segments lying entirely below `rcv_nxt` are dropped on the way (counted in
+    /// [`ReasmStats::stale_bytes`]). Call repeatedly, advancing `rcv_nxt` by each returned
+    /// length, to drain what a hole fill made contiguous (RFC 9293 §3.10.7.4).
+    pub fn pop_ready(&mut self, rcv_nxt: u64) -> Option<(u64, PBuf)> {
+        loop {
+            let (&start, first) = self.segs.first_key_value()?;
+            if start > rcv_nxt {
+                return None;
+            }
+            let len = first.len();
+            let end = start + len as u64;
+            let (_, mut buf) = self.segs.pop_first()?;
+            self.bytes -= len;
+            self.advance_first_block(start, end);
+            if end <= rcv_nxt {
+                self.stats.stale_bytes += len as u64;
+                continue;
+            }
+            let skip = rcv_nxt - start;
+            let ok = buf.trim_front(skip as usize).is_ok();
+            debug_assert!(ok);
+            self.stats.stale_bytes += skip;
+            return Some((rcv_nxt, buf));
+        }
+    }
+
+    /// The first segment `[start, end)` was removed: the first block now starts at `end`, or
+    /// is gone.
+    fn advance_first_block(&mut self, start: u64, end: u64) {
+        if let Some(b) = self.blocks.remove(&start) {
+            if b.end > end {
+                self.blocks.insert(end, b);
+                self.recency.insert(b.stamp, end);
+            } else {
+                self.recency.remove(&b.stamp);
+            }
+        }
+    }
+
+    /// Write the SACK blocks for the next ACK into `out`, as `[start, end)` positions, and
+    /// return how many: at most `max` (3 beside a timestamp option, 4 without, one fewer when a
+    /// D-SACK block goes first) and at most [`MAX_SACK_BLOCKS`].
+    ///
+    /// RFC 2018 §4: the first block MUST be the one holding the most recently received
+    /// segment; the others SHOULD repeat the most recently reported blocks, "based on first
+    /// SACK blocks in previous SACK options". A block is first in the ACK that follows a
+    /// segment's arrival into it, so ordering all blocks by the arrival of their newest segment
+    /// gives that order, and each block stays in the next `max` ACKs while at most one new
+    /// block appears per ACK: at least three successive ACKs, as §4 wants, even when more
+    /// blocks exist than fit. Blocks are disjoint, so none is a subset of another.
+    ///
+    /// Blocks entirely below `rcv_nxt` are skipped; one reaching across it (the caller has not
+    /// drained [`pop_ready`](Self::pop_ready) yet) is reported from `rcv_nxt`.
+    pub fn sack_blocks(&self, rcv_nxt: u64, max: usize, out: &mut [(u64, u64); MAX_SACK_BLOCKS]) -> usize {
+        let max = max.min(MAX_SACK_BLOCKS);
+        let mut n = 0;
+        for &start in self.recency.values().rev() {
+            if n == max {
+                break;
+            }
+            match self.blocks.get(&start) {
+                Some(b) if b.end > rcv_nxt => {
+                    out[n] = (start.max(rcv_nxt), b.end);
+                    n += 1;
+                }
+                _ => {}
+            }
+        }
+        n
+    }
+
+    /// Payload bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Pbuf handles held. One received buffer cut into pieces counts once per piece, so this
+    /// bounds the pool buffers held from above.
+    pub fn segments(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// Contiguous blocks held.
+    pub fn blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty()
+    }
+
+    /// The end of the highest block held.
+    pub fn highest(&self) -> Option<u64> {
+        self.blocks.last_key_value().map(|(_, b)| b.end)
+    }
+
+    /// The start of the lowest block held.
+    pub fn lowest(&self) -> Option<u64> {
+        self.blocks.first_key_value().map(|(&s, _)| s)
+    }
+
+    /// Drop every held pbuf (connection reset or close). Counters are kept.
+    pub fn clear(&mut self) {
+        self.segs.clear();
+        self.blocks.clear();
+        self.recency.clear();
+        self.bytes = 0;
+    }
+
+    pub fn stats(&self) -> ReasmStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+    use proptest::prelude::*;
+
+    fn pool(buffers: usize) -> Pool {
+        Pool::new(PoolConfig { buffers, buffer_size: 2048, headroom: 128 }).unwrap()
+    }
+
+    /// The byte the sender put at stream position `p`.
+    fn pat(p: u64) -> u8 {
+        (p.wrapping_mul(131) ^ (p >> 8) ^ (p >> 19)) as u8
+    }
+
+    /// A received segment: `len` bytes of the stream at `pos`.
+    fn seg(pool: &Pool, pos: u64, len: u64) -> PBuf {
+        let mut b = pool.alloc().unwrap();
+        for (i, byte) in b.append(len as usize).unwrap().iter_mut().enumerate() {
+            *byte = pat(pos + i as u64);
+        }
+        b
+    }
+
+    /// Drain what is ready, checking every byte against the pattern; returns bytes drained.
+    fn drain(q: &mut OutOfOrderQueue, rcv_nxt: &mut u64) -> u64 {
+        let before = *rcv_nxt;
+        while let Some((pos, b)) = q.pop_ready(*rcv_nxt) {
+            assert_eq!(pos, *rcv_nxt);
+            assert!(!b.is_empty());
+            for (i, &byte) in b.data().iter().enumerate() {
+                assert_eq!(byte, pat(pos + i as u64), "byte at {}", pos + i as u64);
+            }
+            *rcv_nxt += b.len() as u64;
+        }
+        *rcv_nxt - before
+    }
+
+    fn sacks(q: &OutOfOrderQueue, rcv_nxt: u64, max: usize) -> Vec<(u64, u64)> {
+        let mut out = [(0, 0); MAX_SACK_BLOCKS];
+        let n = q.sack_blocks(rcv_nxt, max, &mut out);
+        out[..n].to_vec()
+    }
+
+    /// Every structural invariant of the queue.
+    fn check(q: &OutOfOrderQueue) {
+        let mut sum = 0;
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (&s, b) in &q.segs {
+            assert!(!b.is_empty(), "empty segment held at {s}");
+            sum += b.len();
+            let e = s + b.len() as u64;
+            match runs.last_mut() {
+                Some(last) if last.1 > s => panic!("segment at {s} overlaps one ending at {}", last.1),
+                Some(last) if last.1 == s => last.1 = e,
+                _ => runs.push((s, e)),
+            }
+        }
+        assert_eq!(q.bytes(), sum);
+        let blocks: Vec<(u64, u64)> = q.blocks.iter().map(|(&s, b)| (s, b.end)).collect();
+        assert_eq!(blocks, runs, "blocks are the maximal runs of the segments");
+        assert_eq!(q.recency.len(), q.blocks.len());
+        for (&stamp, start) in &q.recency {
+            assert_eq!(q.blocks[start].stamp, stamp);
+            assert!(stamp < q.next_stamp);
+        }
+    }
+
+    #[test]
+    fn several_holes_fill_and_drain_in_order() {
+        let p = pool(16);
+        let mut q = OutOfOrderQueue::new();
+        let mut rcv_nxt = 1000;
+        // Ten segments of 100 bytes; the odd ones arrive, then the even ones but the first.
+        for i in [1, 3, 5, 7, 9, 2, 4, 6, 8] {
+            let r = q.insert(1000 + i * 100, seg(&p, 1000 + i * 100, 100));
+            assert_eq!(r.new_bytes(), 100);
+            check(&q);
+            assert_eq!(drain(&mut q, &mut rcv_nxt), 0, "the first hole is still open");
+        }
+        assert_eq!((q.bytes(), q.segments(), q.blocks()), (900, 9, 1));
+        assert_eq!((q.lowest(), q.highest()), (Some(1100), Some(2000)));
+        q.insert(1000, seg(&p, 1000, 100));
+        assert_eq!(drain(&mut q, &mut rcv_nxt), 1000);
+        assert_eq!(rcv_nxt, 2000);
+        assert!(q.is_empty());
+        assert_eq!((q.bytes(), q.blocks(), q.highest()), (0, 0, None));
+        check(&q);
+        assert_eq!(p.available(), p.capacity());
+    }
+
+    #[test]
+    fn reverse_arrival() {
+        let p = pool(16);
+        let mut q = OutOfOrderQueue::new();
+        for i in (0..10u64).rev() {
+            let r = q.insert(i * 10, seg(&p, i * 10, 10));
+            assert_eq!(r, Insert::New { start: i * 10, end: i * 10 + 10, block: (i * 10, 100) });
+            check(&q);
+            assert_eq!(q.blocks(), 1);
+        }
+        let mut rcv_nxt = 0;
+        assert_eq!(drain(&mut q, &mut rcv_nxt), 100);
+        assert_eq!(p.available(), p.capacity());
+    }
+
+    #[test]
+    fn empty_buffers_are_ignored() {
+        let p = pool(2);
+        let mut q = OutOfOrderQueue::new();
+        assert_eq!(q.insert(5, p.alloc().unwrap()), Insert::Empty);
+        assert!(q.is_empty());
+        assert_eq!(q.stats(), ReasmStats::default());
+        assert_eq!(Insert::Empty.dsack(), None);
+        assert_eq!(Insert::Empty.block(), None);
+        // A segment reaching past the end of the position space is cut, not a panic.
+        assert_eq!(q.insert(u64::MAX - 3, seg(&p, 0, 10)).block(), Some((u64::MAX - 3, u64::MAX)));
+        assert_eq!(q.bytes(), 3);
+        assert_eq!(p.available(), 1);
+    }
+
+    #[test]
+    fn exact_duplicate() {
+        let p = pool(4);
+        let mut q = OutOfOrderQueue::new();
+        q.insert(100, seg(&p, 100, 100));
+        let r = q.insert(100, seg(&p, 100, 100));
+        assert_eq!(r, Insert::Duplicate { start: 100, end: 200, block: (100, 200) });
+        assert_eq!((r.dsack(), r.new_bytes(), r.duplicate_bytes()), (Some((100, 200)), 0, 100));
+        assert_eq!((q.bytes(), q.segments()), (100, 1));
+        assert_eq!(p.available(), 3, "the duplicate's buffer went back to the pool");
+        // A duplicate of part of one segment, and one covering two adjacent segments.
+        q.insert(200, seg(&p, 200, 50));
+        let r = q.insert(120, seg(&p, 120, 20));
+        assert_eq!(r, Insert::Duplicate { start: 120, end: 140, block: (100, 250) });
+        let r = q.insert(150, seg(&p, 150, 80));
+        assert_eq!(r, Insert::Duplicate { start: 150, end: 230, block: (100, 250) });
+        let s = q.stats();
+        assert_eq!((s.segments_inserted, s.duplicate_segments, s.duplicate_bytes), (5, 3, 200));
+        check(&q);
+    }
+
+    #[test]
+    fn overlap_on_the_left() {
+        let p = pool(4);
+        let mut q = OutOfOrderQueue::new();
+        q.insert(200, seg(&p, 200, 100));
+        let r = q.insert(150, seg(&p, 150, 100));
+        assert_eq!(
+            r,
+            Insert::PartialDuplicate {
+                new: (150, 200),
+                new_bytes: 50,
+                dup: (200, 250),
+                dup_bytes: 50,
+                block: (150, 300)
+            }
+        );
+        assert_eq!(r.dsack(), Some((200, 250)));
+        assert_eq!(q.segs.iter().map(|(&s, b)| (s, b.len())).collect::<Vec<_>>(), [(150, 50), (200, 100)]);
+        check(&q);
+        let mut rcv_nxt = 150;
+        assert_eq!(drain(&mut q, &mut rcv_nxt), 150);
+        assert_eq!(p.available(), p.capacity());
+    }
+
+    #[test]
+    fn overlap_on_the_right() {
+        let p = pool(4);
+        let mut q = OutOfOrderQueue::new();
+        q.insert(200, seg(&p, 200, 100));
+        let r = q.insert(250, seg(&p, 250, 100));
+        assert_eq!(
+            r,
+            Insert::PartialDuplicate {
+                new: (300, 350),
+                new_bytes: 50,
+                dup: (250, 300),
+                dup_bytes: 50,
+                block: (200, 350)
+            }
+        );
+        assert_eq!(q.segs.iter().map(|(&s, b)| (s, b.len())).collect::<Vec<_>>(), [(200, 100), (300, 50)]);
+        check(&q);
+        let mut rcv_nxt = 200;
+        assert_eq!(drain(&mut q, &mut rcv_nxt), 150);
+    }
+
+    #[test]
+    fn overlap_spanning_several_segments_and_holes() {
+        let p = pool(8);
+        let mut q = OutOfOrderQueue::new();
+        for (s, l) in [(200, 100), (400, 100), (500, 50), (700, 100), (900, 10)] {
+            q.insert(s, seg(&p, s, l));
+        }
+        let big = seg(&p, 150, 600);
+        let index = big.index();
+        let r = q.insert(150, big);
+        // New: [150,200) [300,400) [550,700). Held: [200,300) [400,550) [700,750).
+        assert_eq!(
+            r,
+            Insert::PartialDuplicate {
+                new: (150, 700),
+                new_bytes: 300,
+                dup: (200, 300),
+                dup_bytes: 300,
+                block: (150, 800)
+            }
+        );
+        check(&q);
+        let held: Vec<(u64, usize, bool)> = q.segs.iter().map(|(&s, b)| (s, b.len(), b.index() == index)).collect();
+        assert_eq!(
+            held,
+            [
+                (150, 50, true),
+                (200, 100, false),
+                (300, 100, true),
+                (400, 100, false),
+                (500, 50, false),
+                (550, 150, true),
+                (700, 100, false),
+                (900, 10, false)
+            ],
+            "the new segment is held as three views of one buffer"
+        );
+        assert_eq!(p.available(), 2);
+        assert_eq!(sacks(&q, 150, 4), [(150, 800), (900, 910)]);
+        let mut rcv_nxt = 150;
+        assert_eq!(drain(&mut q, &mut rcv_nxt), 650);
+        assert_eq!(q.segments(), 1);
+        q.clear();
+        assert_eq!(p.available(), p.capacity());
+    }
+
+    #[test]
+    fn duplicate_runs_are_contiguous_and_the_first_is_reported() {
+        let p = pool(8);
+        let mut q = OutOfOrderQueue::new();
+        // Held [100,200) [200,300) (adjacent), then [400,500).
+        for s in [100, 200, 400] {
+            q.insert(s, seg(&p, s, 100));
+        }
+        let r = q.insert(150, seg(&p, 150, 300));
+        assert_eq!(
+            r,
+            Insert::PartialDuplicate {
+                new: (300, 400),
+                new_bytes: 100,
+                dup: (150, 300),
+                dup_bytes: 200,
+                block: (100, 500)
+            }
+        );
+        check(&q);
+    }
+
+    #[test]
+    fn below_rcv_nxt_is_trimmed_or_dropped() {
+        let p = pool(8);
+        let mut q = OutOfOrderQueue::new();
+        q.insert(10, seg(&p, 10, 30)); // entirely below
+        q.insert(50, seg(&p, 50, 100)); // straddles 100
+        q.insert(300, seg(&p, 300, 10)); // above a hole
+        assert_eq!(sacks(&q, 100, 4), [(300, 310), (100, 150)], "stale blocks skipped, straddling one clipped");
+        let (pos, b) = q.pop_ready(100).unwrap();
+        assert_eq!((pos, b.len()), (100, 50));
+        assert!(b.data().iter().enumerate().all(|(i, &x)| x == pat(100 + i as u64)));
+        assert!(q.pop_ready(150).is_none());
+        assert_eq!((q.bytes(), q.segments(), q.stats().stale_bytes), (10, 1, 80));
+        check(&q);
+        assert!(q.pop_ready(400).is_none(), "a segment wholly below rcv_nxt is dropped, not returned");
+        assert!(q.is_empty());
+        drop(b);
+        assert_eq!(p.available(), p.capacity());
+    }
+
+    /// RFC 2018 §5: left window edge 5000, a burst of 8 segments of 500 bytes.
+    #[test]
+    fn rfc2018_section5_examples() {
+        let p = pool(16);
+        let s = |i: u64| 5000 + 500 * i;
+
+        // Case 1: the first 4 arrive, the last 4 are dropped: ACK 7000, no SACK option.
+        let mut q = OutOfOrderQueue::new();
+        let mut rcv_nxt = 5000;
+        for i in 0..4 {
+            q.insert(s(i), seg(&p, s(i), 500));
+            drain(&mut q, &mut rcv_nxt);
+        }
+        assert_eq!((rcv_nxt, sacks(&q, rcv_nxt, 3)), (7000, vec![]));
+
+        // Case 2: the first is dropped, the other 7 arrive; each ACK is 5000 with one block.
+        let mut q = OutOfOrderQueue::new();
+        let mut rcv_nxt = 5000;
+        for i in 1..8 {
+            q.insert(s(i), seg(&p, s(i), 500));
+            drain(&mut q, &mut rcv_nxt);
+            assert_eq!((rcv_nxt, sacks(&q, rcv_nxt, 3)), (5000, vec![(5500, s(i) + 500)]));
+        }
+
+        // Case 3: the 2nd, 4th, 6th and 8th are dropped.
+        let mut q = OutOfOrderQueue::new();
+        let mut rcv_nxt = 5000;
+        let mut ack = |q: &mut OutOfOrderQueue, pos: u64| {
+            q.insert(pos, seg(&p, pos, 500));
+            check(q);
+            drain(q, &mut rcv_nxt);
+            (rcv_nxt, sacks(q, rcv_nxt, 3))
+        };
+        assert_eq!(ack(&mut q, 5000), (5500, vec![]));
+        assert_eq!(ack(&mut q, 6000), (5500, vec![(6000, 6500)]));
+        assert_eq!(ack(&mut q, 7000), (5500, vec![(7000, 7500), (6000, 6500)]));
+        assert_eq!(ack(&mut q, 8000), (5500, vec![(8000, 8500), (7000, 7500), (6000, 6500)]));
+        // "Suppose at this point, the 4th packet is received out of order": the receiver has
+        // only two blocks to report, and the merged block goes first.
+        assert_eq!(ack(&mut q, 6500), (5500, vec![(6000, 7500), (8000, 8500)]));
+        // "Suppose at this point, the 2nd segment is received."
+        assert_eq!(ack(&mut q, 5500), (7500, vec![(8000, 8500)]));
+    }
+
+    #[test]
+    fn recency_decides_which_blocks_fit() {
+        let p = pool(16);
+        let mut q = OutOfOrderQueue::new();
+        // Six isolated blocks A..F, arriving in order, above rcv_nxt = 0.
+        let at = |i: u64| 1000 * (i + 1);
+        for i in 0..6 {
+            q.insert(at(i), seg(&p, at(i), 100));
+        }
+        let blk = |i: u64| (at(i), at(i) + 100);
+        assert_eq!(sacks(&q, 0, 4), [blk(5), blk(4), blk(3), blk(2)]);
+        assert_eq!(sacks(&q, 0, 3), [blk(5), blk(4), blk(3)]);
+        assert_eq!(sacks(&q, 0, 9), sacks(&q, 0, 4), "never more than fit in a header");
+        // A duplicate arriving into B makes B first (RFC 2018 §4, RFC 2883 §4 rule (4)).
+        let r = q.insert(at(1) + 10, seg(&p, at(1) + 10, 50));
+        assert_eq!((r.dsack(), r.block()), (Some((at(1) + 10, at(1) + 60)), Some(blk(1))));
+        assert_eq!(sacks(&q, 0, 4), [blk(1), blk(5), blk(4), blk(3)]);
+        // A segment extending A makes the extended A first.
+        q.insert(at(0) + 100, seg(&p, at(0) + 100, 100));
+        assert_eq!(sacks(&q, 0, 3), [(at(0), at(0) + 200), blk(1), blk(5)]);
+        // A segment joining E and F: the merged block is first, and D comes back into view.
+        q.insert(at(4) + 100, seg(&p, at(4) + 100, 900));
+        assert_eq!(sacks(&q, 0, 4), [(at(4), at(5) + 100), (at(0), at(0) + 200), blk(1), blk(3)]);
+        // Blocks below rcv_nxt are never reported.
+        assert_eq!(sacks(&q, at(3) + 100, 4), [(at(4), at(5) + 100)]);
+        check(&q);
+    }
+
+    #[test]
+    fn each_block_is_reported_in_three_successive_acks() {
+        let p = pool(64);
+        let mut q = OutOfOrderQueue::new();
+        let acks: Vec<Vec<(u64, u64)>> = (1..=20u64)
+            .map(|i| {
+                q.insert(i * 100, seg(&p, i * 100, 10));
+                sacks(&q, 0, 3)
+            })
+            .collect();
+        for (i, ack) in acks.iter().enumerate() {
+            let b = (((i + 1) * 100) as u64, ((i + 1) * 100 + 10) as u64);
+            assert_eq!(ack[0], b);
+            for later in acks.iter().skip(i).take(3) {
+                assert!(later.contains(&b));
+            }
+        }
+    }
+
+    #[test]
+    fn clear_returns_every_buffer() {
+        let p = pool(8);
+        let mut q = OutOfOrderQueue::new();
+        q.insert(100, seg(&p, 100, 10));
+        q.insert(300, seg(&p, 300, 10));
+        q.insert(50, seg(&p, 50, 400));
+        assert_eq!((q.segments(), p.available()), (5, 5));
+        q.clear();
+        assert!(q.is_empty());
+        assert_eq!((q.bytes(), q.blocks(), sacks(&q, 0, 4)), (0, 0, vec![]));
+        check(&q);
+        assert_eq!(p.available(), p.capacity());
+    }
+
+    /// One arrival in the property test.
+    #[derive(Debug, Clone)]
+    struct Arrival {
+        start: u64,
+        len: u64,
+        /// The simulated TCB trims data below rcv_nxt before inserting.
+        trim: bool,
+        /// The simulated TCB drains the queue after this arrival.
+        drain: bool,
+    }
+
+    const W: u64 = 6000;
+
+    fn arrivals() -> impl Strategy<Value = (u64, Vec<Arrival>)> {
+        let extra = prop::collection::vec((0..W, 0..=1500u64, any::<bool>(), any::<bool>()), 0..40);
+        let base = prop_oneof![Just(0u64), Just((1 << 32) - 2500), 0..(1u64 << 40)];
+        let flags = prop::collection::vec((any::<bool>(), any::<bool>()), 6);
+        (base, extra, flags).prop_flat_map(|(base, extra, flags)| {
+            // Six segments covering the stream, so it can always be drained entirely.
+            let mut v: Vec<Arrival> = (0..6)
+                .map(|i| Arrival { start: i * 1000, len: 1000, trim: flags[i as usize].0, drain: flags[i as usize].1 })
+                .collect();
+            v.extend(extra.into_iter().map(|(start, len, trim, drain)| Arrival {
+                start,
+                len: len.min(W - start),
+                trim,
+                drain,
+            }));
+            (Just(base), Just(v).prop_shuffle())
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn random_arrivals_reassemble_the_stream((base, arrivals) in arrivals()) {
+            let p = pool(64);
+            let mut q = OutOfOrderQueue::new();
+            let mut rcv_nxt = base;
+            let mut out: Vec<u8> = Vec::new();
+            // What the queue holds, relative to base.
+            let mut held = vec![false; W as usize];
+            let mut inserted = 0;
+            let mut drain_all = |q: &mut OutOfOrderQueue, rcv_nxt: &mut u64, held: &mut [bool]| {
+                while let Some((pos, b)) = q.pop_ready(*rcv_nxt) {
+                    assert_eq!(pos, *rcv_nxt);
+                    out.extend_from_slice(b.data());
+                    *rcv_nxt += b.len() as u64;
+                }
+                held[..(*rcv_nxt - base) as usize].fill(false);
+            };
+            for a in &arrivals {
+                let (mut pos, mut len) = (base + a.start, a.len);
+                let mut buf = seg(&p, pos, len);
+                if a.trim && pos < rcv_nxt {
+                    let skip = (rcv_nxt - pos).min(len);
+                    buf.trim_front(skip as usize).unwrap();
+                    pos += skip;
+                    len -= skip;
+                }
+                let (lo, hi) = ((pos - base) as usize, (pos - base + len) as usize);
+                let was = held[lo..hi].to_vec();
+                inserted += len;
+                let r = q.insert(pos, buf);
+                check(&q);
+                let new: Vec<usize> = (lo..hi).filter(|&i| !was[i - lo]).collect();
+                prop_assert_eq!(r.new_bytes(), new.len());
+                prop_assert_eq!(r.duplicate_bytes(), (hi - lo) - new.len());
+                let rel = |(s, e): (u64, u64)| ((s - base) as usize, (e - base) as usize);
+                match r {
+                    Insert::Empty => prop_assert_eq!(len, 0),
+                    Insert::New { start, end, .. } | Insert::Duplicate { start, end, .. } => {
+                        prop_assert_eq!((start, end), (pos, pos + len));
+                        prop_assert!(new.is_empty() || new.len() == hi - lo);
+                    }
+                    Insert::PartialDuplicate { new: n, dup, .. } => {
+                        prop_assert_eq!(rel(n), (new[0], new[new.len() - 1] + 1));
+                        // The first maximal run of held bytes inside the segment.
+                        let d0 = lo + was.iter().position(|&h| h).unwrap();
+                        let d1 = (d0..hi).find(|&i| !was[i - lo]).unwrap_or(hi);
+                        prop_assert_eq!(rel(dup), (d0, d1));
+                    }
+                }
+                held[lo..hi].fill(true);
+                if let Some(block) = r.block() {
+                    let (b0, b1) = rel(block);
+                    prop_assert!(held[b0..b1].iter().all(|&h| h));
+                    prop_assert!(b0 == 0 || !held[b0 - 1]);
+                    prop_assert!(b1 == W as usize || !held[b1]);
+                }
+                if a.drain {
+                    drain_all(&mut q, &mut rcv_nxt, &mut held);
+                    check(&q);
+                }
+                // The SACK blocks: held, maximal, above rcv_nxt, disjoint, the newest first.
+                let mut blocks = [(0, 0); MAX_SACK_BLOCKS];
+                let n = q.sack_blocks(rcv_nxt, 4, &mut blocks);
+                prop_assert!(n <= q.blocks());
+                for (i, &(s, e)) in blocks[..n].iter().enumerate() {
+                    prop_assert!(s >= rcv_nxt && s < e);
+                    let (s, e) = rel((s, e));
+                    prop_assert!(held[s..e].iter().all(|&h| h));
+                    prop_assert!(s == 0 || !held[s - 1] || s == (rcv_nxt - base) as usize);
+                    prop_assert!(e == W as usize || !held[e]);
+                    for &(s2, e2) in &blocks[..i] {
+                        let (s2, e2) = rel((s2, e2));
+                        prop_assert!(e <= s2 || e2 <= s);
+                    }
+                }
+                if len > 0 && pos + len > rcv_nxt {
+                    prop_assert!(n >= 1);
+                    prop_assert!(blocks[0].0 <= pos.max(rcv_nxt) && pos + len <= blocks[0].1);
+                }
+            }
+            drain_all(&mut q, &mut rcv_nxt, &mut held);
+            prop_assert_eq!(rcv_nxt, base + W);
+            prop_assert!(q.is_empty());
+            prop_assert_eq!(out.len(), W as usize);
+            for (i, &byte) in out.iter().enumerate() {
+                prop_assert_eq!(byte, pat(base + i as u64), "byte at {}", base + i as u64);
+            }
+            let s = q.stats();
+            prop_assert_eq!(s.stale_bytes + W + s.duplicate_bytes, inserted, "every byte inserted is delivered or counted");
+            q.clear();
+            prop_assert_eq!(p.available(), p.capacity());
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The transmission control block: one connection's state (RFC 9293 §3.3.1), its queues,
+//! and its timers. The protocol rules that move it live in `input`, `output` and `timer`.
+
+use super::config::SocketOptions;
+use super::reasm::OutOfOrderQueue;
+use super::rtt::RttEstimator;
+use super::seq::SeqNumber;
+use super::stats::ConnStats;
+use crate::buf::PBuf;
+use crate::time::Instant;
+use core::fmt;
+use core::net::Ipv4Addr;
+use std::collections::VecDeque;
+
+/// The eleven states of RFC 9293 §3.3.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    Closed,
+    Listen,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+}
+
+impl State {
+    /// ESTABLISHED and later: the states where both SYNs are acknowledged.
+    pub fn is_synchronized(self) -> bool {
+        !matches!(self, State::Closed | State::Listen | State::SynSent | State::SynReceived)
+    }
+
+    /// States in which the peer may still send data.
+    pub fn can_receive(self) -> bool {
+        matches!(self, State::Established | State::FinWait1 | State::FinWait2)
+    }
+
+    /// States in which the application may still queue data.
+    pub fn can_send(self) -> bool {
+        matches!(self, State::Established | State::CloseWait)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            State::Closed => "CLOSED",
+            State::Listen => "LISTEN",
+            State::SynSent => "SYN-SENT",
+            State::SynReceived => "SYN-RECEIVED",
+            State::Established => "ESTABLISHED",
+            State::FinWait1 => "FIN-WAIT-1",
+            State::FinWait2 => "FIN-WAIT-2",
+            State::CloseWait => "CLOSE-WAIT",
+            State::Closing => "CLOSING",
+            State::LastAck => "LAST-ACK",
+            State::TimeWait => "TIME-WAIT",
+        })
+    }
+}
+
+/// A connection's 4-tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FourTuple {
+    pub local_addr: Ipv4Addr,
+    pub local_port: u16,
+    pub remote_addr: Ipv4Addr,
+    pub remote_port: u16,
+}
+
+/// A segment of the send queue: payload in its own pbuf (with headroom for the headers), its
+/// checksum cached when it was copied in. Sent segments stay here until acknowledged, and a
+/// retransmission sends the same buffer again.
+#[derive(Debug)]
+pub(crate) struct TxSeg {
+    pub seq: SeqNumber,
+    /// View = exactly the payload.
+    pub buf: PBuf,
+    /// Times transmitted (0 = not yet sent).
+    pub sent: u32,
+    /// When it was last transmitted (for RTT samples without timestamps, Karn's rule).
+    pub sent_at: Instant,
+    /// SACKed by the peer (RFC 6675 scoreboard).
+    pub sacked: bool,
+}
+
+impl TxSeg {
+    pub fn len(&self) -> u32 {
+        self.buf.len() as u32
+    }
+    pub fn end(&self) -> SeqNumber {
+        self.seq + self.len()
+    }
+}
+
+/// Checksum state of a received segment whose verification was deferred to the copy into
+/// the application's buffer (DESIGN.md principle 1, Afterburner's receive path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unverified {
+    /// Sum of the pseudo-header and the TCP header, checksum field included: the segment is
+    /// good when this plus the payload's sum is 0xffff.
+    pub header_sum: u16,
+    /// TSval to record as TS.Recent once the segment is known good (RFC 7323 §4.3).
+    pub tsval: Option<u32>,
+}
+
+/// A segment of the receive queue: in-order payload waiting for the application.
+#[derive(Debug)]
+pub(crate) struct RxSeg {
+    pub seq: SeqNumber,
+    /// View = the payload not yet read.
+    pub buf: PBuf,
+    pub unverified: Option<Unverified>,
+}
+
+/// Timer deadlines of one connection. The stack's wheel holds one entry per connection, at
+/// the earliest of these.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Timers {
+    /// Retransmission (also SYN and SYN-ACK retransmission).
+    pub rexmt: Option<Instant>,
+    /// Zero-window probe.
+    pub persist: Option<Instant>,
+    /// Delayed ACK.
+    pub delack: Option<Instant>,
+    /// Keep-alive, or the FIN_WAIT_2 timeout of an orphan.
+    pub keepalive: Option<Instant>,
+    /// TIME_WAIT's 2 MSL.
+    pub time_wait: Option<Instant>,
+}
+
+impl Timers {
+    pub fn earliest(&self) -> Option<Instant> {
+        [self.rexmt, self.persist, self.delack, self.keepalive, self.time_wait].into_iter().flatten().min()
+    }
+}
+
+/// Why a connection ended abnormally, reported once to the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnError {
+    /// The peer answered our SYN with RST.
+    Refused,
+    /// The peer reset an established connection.
+    Reset,
+    /// Retransmissions, SYN retries, keep-alive probes or the user timeout ran out.
+    TimedOut,
+}
+
+/// The transmission control block.
+#[derive(Debug)]
+pub(crate) struct Tcb {
+    pub state: State,
+    pub tuple: FourTuple,
+    pub opts: SocketOptions,
+
+    // Send sequence space (RFC 9293 §3.3.1).
+    pub iss: SeqNumber,
+    pub snd_una: SeqNumber,
+    pub snd_nxt: SeqNumber,
+    /// Highest sequence number sent (BSD's snd_max): snd_nxt moves back on a retransmission.
+    pub snd_max: SeqNumber,
+    /// Send window, scaled (bytes).
+    pub snd_wnd: u32,
+    pub snd_wl1: SeqNumber,
+    pub snd_wl2: SeqNumber,
+    /// Largest window the peer has offered (sender SWS avoidance, RFC 9293 §3.8.6.2.1).
+    pub max_snd_wnd: u32,
+    /// The peer's window-scale shift (applies to windows it sends).
+    pub snd_wscale: u8,
+
+    // Receive sequence space.
+    pub irs: SeqNumber,
+    /// Next sequence number expected, counting segments queued but not yet verified.
+    pub rcv_nxt: SeqNumber,
+    /// `rcv_nxt` as a 64-bit stream position (the out-of-order queue's coordinates).
+    pub rcv_nxt_pos: u64,
+    /// Right edge of the window last advertised (never moves left, RFC 9293 §3.8.6.2.2).
+    pub rcv_adv: SeqNumber,
+    /// Our window-scale shift (applies to windows we send).
+    pub rcv_wscale: u8,
+    /// Both SYNs carried window scale (RFC 7323 §2.2), so the shifts apply.
+    pub wscale_ok: bool,
+    /// Sequence number the peer's FIN occupies, once it has arrived (possibly out of order).
+    pub rcv_fin: Option<SeqNumber>,
+
+    // Options.
+    /// Send MSS: the peer's advertised MSS bounded by ours (RFC 9293 §3.7.1).
+    pub smss: u16,
+    /// MSS we advertised.
+    pub rmss: u16,
+    /// Payload per full-sized segment: `smss` less the options every segment carries.
+    pub eff_mss: u16,
+    pub ts_enabled: bool,
+    pub ts_recent: u32,
+    pub ts_recent_age: Instant,
+    /// Timestamp clock offset, so that our TSvals start at a per-connection random value.
+    pub ts_offset: u32,
+    pub sack_enabled: bool,
+    /// ACK number of the last segment we sent (RFC 7323 §4.3's Last.ACK.sent).
+    pub last_ack_sent: SeqNumber,
+
+    // Retransmission.
+    pub rtt: RttEstimator,
+    /// Sequence number being timed without timestamps, and when it was sent (Karn's rule).
+    pub rtt_seq: Option<(SeqNumber, Instant)>,
+    /// Consecutive RTO expiries.
+    pub retries: u32,
+    /// When the oldest unacknowledged data was first sent (for the user timeout).
+    pub rexmt_start: Option<Instant>,
+    /// Consecutive zero-window probes unanswered by a window opening.
+    pub persist_backoff: u32,
+    /// Keep-alive probes sent without an answer.
+    pub keepalive_probes: u32,
+    /// Last time a segment arrived (keep-alive idle time).
+    pub last_rcv: Instant,
+
+    // Congestion window (the ack clock). Fixed initial window until the CC module drives it.
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub dupacks: u32,
+
+    // Queues.
+    /// Sent-and-unacknowledged, then unsent, segments, in sequence order.
+    pub sndq: VecDeque<TxSeg>,
+    /// Payload bytes in `sndq`.
+    pub snd_queued: usize,
+    /// Sequence number just past the last byte queued; the FIN, once queued, takes it.
+    pub snd_end: SeqNumber,
+    /// Index in `sndq` of the segment holding `snd_nxt` (== len when all data is sent).
+    pub snd_nxt_idx: usize,
+    /// The application has shut down writing: a FIN follows the queued data.
+    pub fin_queued: bool,
+    /// In-order data waiting for the application.
+    pub rcvq: VecDeque<RxSeg>,
+    /// Payload bytes in `rcvq`.
+    pub rcv_queued: usize,
+    /// The last `rcv_unverified` entries of `rcvq` have not had their checksum checked.
+    pub rcv_unverified: usize,
+    pub ooo: OutOfOrderQueue,
+
+    // Acknowledgement state.
+    /// An ACK must go out at the next output.
+    pub ack_now: bool,
+    /// Full-sized segments received since the last ACK we sent (RFC 5681 §4.2).
+    pub unacked_segs: u32,
+    /// A D-SACK block to report in the next ACK (RFC 2883).
+    pub dsack: Option<(SeqNumber, SeqNumber)>,
+
+    pub timers: Timers,
+
+    // Application side.
+    /// The application will not read any more (shutdown(Read) or close).
+    pub shut_rd: bool,
+    /// The application closed the socket: the connection finishes on its own.
+    pub orphan: bool,
+    /// Set when the connection ended abnormally.
+    pub error: Option<ConnError>,
+    /// Passive opens: the listener whose accept queue this connection joins.
+    pub listener: Option<u32>,
+    /// Where this connection is in the stack's dirty list.
+    pub dirty: bool,
+
+    pub stats: ConnStats,
+}
+
+impl Tcb {
+    /// Sequence number our ACKs carry: everything before it is in the receive queue and
+    /// verified.
+    #[inline]
+    pub fn ack_seq(&self) -> SeqNumber {
+        if self.rcv_unverified > 0 {
+            self.rcvq[self.rcvq.len() - self.rcv_unverified].seq
+        } else {
+            self.rcv_nxt
+        }
+    }
+
+    /// Bytes of flight (sent, not yet acknowledged), counting SYN and FIN.
+    #[inline]
+    pub fn flight(&self) -> u32 {
+        self.snd_max.since(self.snd_una)
+    }
+
+    /// Receive-buffer space not held by queued data.
+    pub fn rcv_space(&self) -> usize {
+        self.opts.recv_buffer.saturating_sub(self.rcv_queued + self.ooo.bytes())
+    }
+
+    /// 64-bit stream position of `seq`, which must be at or after `rcv_nxt` (within the window).
+    #[inline]
+    pub fn rcv_pos(&self, seq: SeqNumber) -> u64 {
+        self.rcv_nxt_pos + seq.since(self.rcv_nxt) as u64
+    }
+
+    /// Sequence number of a 64-bit receive position.
+    #[inline]
+    pub fn pos_seq(&self, pos: u64) -> SeqNumber {
+        self.rcv_nxt + (pos.wrapping_sub(self.rcv_nxt_pos) as u32)
+    }
+
+    /// Advance `rcv_nxt` by `n` bytes (or a FIN).
+    #[inline]
+    pub fn advance_rcv_nxt(&mut self, n: u32) {
+        self.rcv_nxt += n;
+        self.rcv_nxt_pos += n as u64;
+    }
+
+    /// Our timestamp clock: milliseconds (RFC 7323 §5.4 suggests 1 ms to 1 s per tick),
+    /// offset per connection.
+    #[inline]
+    pub fn ts_now(&self, now: Instant) -> u32 {
+        (now.total_millis() as u32).wrapping_add(self.ts_offset)
+    }
+
+    /// Whether our FIN has been acknowledged.
+    pub fn fin_acked(&self) -> bool {
+        self.fin_queued && self.snd_una == self.snd_end + 1
+    }
+}

@@ -1,0 +1,176 @@
+//! A connection's timers (BSD's `tcp_timer.c`): retransmission, persist, delayed ACK,
+//! keep-alive, FIN-WAIT-2 and TIME-WAIT. The stack's wheel calls [`expire`] when the
+//! earliest of them falls due; each timer that is due acts, the rest stay.
+
+use super::env::Env;
+use super::input::Outcome;
+use super::output;
+use super::tcb::{ConnError, State, Tcb};
+use crate::wire::TcpFlags;
+
+/// Run every timer of `tcb` that is due at `env.now`.
+pub(crate) fn expire(env: &mut Env, tcb: &mut Tcb) -> Outcome {
+    let now = env.now;
+    let due = |t: Option<crate::time::Instant>| t.is_some_and(|t| t <= now);
+
+    if due(tcb.timers.time_wait) {
+        // RFC 9293 §3.4.2: 2 MSL have passed.
+        tcb.state = State::Closed;
+        return Outcome::Delete;
+    }
+    if due(tcb.timers.rexmt) {
+        tcb.timers.rexmt = None;
+        if retransmit_timeout(env, tcb) == Outcome::Delete {
+            return Outcome::Delete;
+        }
+    }
+    if due(tcb.timers.persist) {
+        tcb.timers.persist = None;
+        if persist(env, tcb) == Outcome::Delete {
+            return Outcome::Delete;
+        }
+    }
+    if due(tcb.timers.delack) {
+        // RFC 5681 §4.2: the delayed ACK is owed now.
+        tcb.timers.delack = None;
+        tcb.ack_now = true;
+    }
+    if due(tcb.timers.keepalive) {
+        tcb.timers.keepalive = None;
+        if keepalive(env, tcb) == Outcome::Delete {
+            return Outcome::Delete;
+        }
+    }
+    Outcome::Keep
+}
+
+/// Abort with `TimedOut`: nothing is sent (as Linux), the application sees the error.
+fn time_out(env: &mut Env, tcb: &mut Tcb) -> Outcome {
+    if matches!(tcb.state, State::SynSent) {
+        env.counters.failed_opens += 1;
+    }
+    env.counters.timeouts += 1;
+    tcb.error = Some(ConnError::TimedOut);
+    tcb.state = State::Closed;
+    Outcome::Delete
+}
+
+/// RFC 6298 §5.4-5.7: retransmit the earliest unacknowledged segment, back off the timer,
+/// and collapse the congestion window to the loss window (RFC 5681 §3.1).
+fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
+    tcb.retries += 1;
+    let limit = match tcb.state {
+        State::SynSent => env.config.syn_retries,
+        State::SynReceived => env.config.synack_retries,
+        _ => env.config.max_retries,
+    };
+    let user_timeout_over = match (tcb.opts.user_timeout, tcb.rexmt_start) {
+        (Some(ut), Some(start)) => env.now.saturating_duration_since(start) >= ut,
+        _ => false,
+    };
+    if tcb.retries > limit || user_timeout_over {
+        if tcb.state == State::SynReceived && tcb.listener.is_some() {
+            // A half-open passive connection just disappears.
+            tcb.state = State::Closed;
+            return Outcome::Delete;
+        }
+        return time_out(env, tcb);
+    }
+    tcb.rtt.back_off();
+    tcb.rtt_seq = None; // Karn's rule
+    tcb.stats.rtos += 1;
+    env.counters.timeouts += 1;
+    match tcb.state {
+        State::SynSent | State::SynReceived => {
+            tcb.snd_nxt = tcb.iss;
+        }
+        _ => {
+            let smss = tcb.eff_mss as u32;
+            let flight = tcb.flight();
+            tcb.ssthresh = (flight / 2).max(2 * smss);
+            tcb.cwnd = smss;
+            tcb.dupacks = 0;
+            tcb.snd_nxt = tcb.snd_una;
+            tcb.snd_nxt_idx = output::index_of(tcb, tcb.snd_una);
+            for s in tcb.sndq.iter_mut() {
+                s.sacked = false;
+            }
+        }
+    }
+    tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+    Outcome::Keep
+}
+
+/// RFC 9293 §3.8.6.1 / Linux `tcp_probe_timer`: data waits on a window too small to use
+/// and nothing is in flight. If the window is open at all, send what fits; if it is zero,
+/// send an ACK with an old sequence number, which the receiver must answer with its
+/// current window. Because every probe draws a fresh answer, a lost window update cannot
+/// deadlock the connection (lwIP bug #49533). Probes back off but never give up while the
+/// peer answers (RFC 9293 §3.8.6.1 MUST); the user timeout still applies.
+fn persist(env: &mut Env, tcb: &mut Tcb) -> Outcome {
+    if tcb.snd_nxt_idx >= tcb.sndq.len() || tcb.snd_max != tcb.snd_una {
+        tcb.persist_backoff = 0;
+        return Outcome::Keep;
+    }
+    if let Some(ut) = tcb.opts.user_timeout {
+        let since = tcb.rexmt_start.get_or_insert(env.now);
+        if env.now.saturating_duration_since(*since) >= ut {
+            return time_out(env, tcb);
+        }
+    }
+    tcb.stats.window_probes += 1;
+    let usable = tcb.snd_wnd.min(tcb.cwnd);
+    let idx = tcb.snd_nxt_idx;
+    if usable > 0 {
+        // Override sender SWS avoidance: send what the window takes.
+        let n = usable as usize;
+        if n < tcb.sndq[idx].buf.len() && output::split_front(env, tcb, idx, n).is_err() {
+            tcb.timers.persist = Some(env.now + output::persist_interval(tcb));
+            return Outcome::Keep;
+        }
+        // The segment now fits the window, and nothing is in flight, so neither SWS
+        // avoidance nor Nagle holds it back.
+        tcb.persist_backoff = 0;
+        output::output(env, tcb);
+    } else {
+        output::send_bare(env, tcb, tcb.snd_una - 1, TcpFlags::ACK);
+        tcb.persist_backoff = (tcb.persist_backoff + 1).min(16);
+        tcb.timers.persist = Some(env.now + output::persist_interval(tcb));
+    }
+    Outcome::Keep
+}
+
+/// Keep-alive (RFC 9293 §3.8.4): after `idle` without a segment, probe every `interval`
+/// with `<SEQ=SND.UNA-1>` and no data; `count` unanswered probes end the connection. The
+/// same timer slot bounds an orphan's FIN-WAIT-2.
+fn keepalive(env: &mut Env, tcb: &mut Tcb) -> Outcome {
+    if tcb.state == State::FinWait2 && tcb.orphan {
+        tcb.state = State::Closed;
+        return Outcome::Delete;
+    }
+    let Some(ka) = tcb.opts.keepalive else { return Outcome::Keep };
+    if !matches!(tcb.state, State::Established | State::CloseWait | State::FinWait1 | State::FinWait2) {
+        return Outcome::Keep;
+    }
+    let idle = env.now.saturating_duration_since(tcb.last_rcv);
+    if idle < ka.idle {
+        tcb.timers.keepalive = Some(tcb.last_rcv + ka.idle);
+        return Outcome::Keep;
+    }
+    if tcb.keepalive_probes >= ka.count {
+        return time_out(env, tcb);
+    }
+    tcb.keepalive_probes += 1;
+    output::send_bare(env, tcb, tcb.snd_una - 1, TcpFlags::ACK);
+    tcb.timers.keepalive = Some(env.now + ka.interval);
+    Outcome::Keep
+}
+
+/// Re-arm the keep-alive timer after traffic (called when a segment arrives).
+pub(crate) fn touch_keepalive(env: &Env, tcb: &mut Tcb) {
+    if let Some(ka) = tcb.opts.keepalive {
+        if tcb.state.is_synchronized() && !(tcb.orphan && tcb.state == State::FinWait2) {
+            tcb.timers.keepalive = Some(env.now + ka.idle);
+        }
+    }
+}
