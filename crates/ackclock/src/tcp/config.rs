@@ -1,5 +1,6 @@
 //! TCP settings: stack-wide defaults, most of them overridable per socket.
 
+use super::cc::Algorithm;
 use super::rtt::RttConfig;
 use crate::time::Duration;
 
@@ -60,6 +61,8 @@ pub struct TcpConfig {
     pub keepalive: Option<KeepAlive>,
     /// Initial congestion window in segments (RFC 6928: 10).
     pub initial_window: u32,
+    /// Congestion control for new connections.
+    pub congestion: Algorithm,
     /// Challenge ACKs per second across the stack (RFC 5961 §7; Linux 1000).
     pub challenge_ack_limit: u32,
     /// Connections the stack holds at most, TIME_WAIT included. The connection table is
@@ -89,6 +92,7 @@ impl Default for TcpConfig {
             user_timeout: None,
             keepalive: None,
             initial_window: 10,
+            congestion: Algorithm::NewReno,
             challenge_ack_limit: 1000,
             max_connections: 4096,
             ephemeral_ports: (49152, 65535),
@@ -104,6 +108,7 @@ pub struct SocketOptions {
     pub nodelay: bool,
     pub keepalive: Option<KeepAlive>,
     pub user_timeout: Option<Duration>,
+    pub congestion: Algorithm,
 }
 
 impl SocketOptions {
@@ -114,6 +119,7 @@ impl SocketOptions {
             nodelay: c.nodelay,
             keepalive: c.keepalive,
             user_timeout: c.user_timeout,
+            congestion: c.congestion,
         }
     }
 }

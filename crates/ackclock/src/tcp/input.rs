@@ -6,9 +6,11 @@
 //! data with nothing else in it (see [`Deferral`]): its payload checksum is checked during
 //! the copy to the application, and until then the ACKs we send do not cover it.
 
+use super::cc::Ack;
 use super::env::Env;
 use super::output;
 use super::reasm::Insert;
+use super::recovery;
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{ConnError, RxSeg, State, Tcb, Unverified};
@@ -237,7 +239,8 @@ pub(crate) fn negotiate(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
         _ => tcb.ts_enabled = false,
     }
     tcb.eff_mss = tcb.smss - if tcb.ts_enabled { 12 } else { 0 };
-    tcb.cwnd = tcb.cwnd.max(env.config.initial_window.max(1) * tcb.eff_mss as u32);
+    // Nothing is sent yet: the window starts from the negotiated segment size.
+    tcb.cc = tcb.opts.congestion.build(tcb.eff_mss as u32, env.config.initial_window);
 }
 
 /// Every state after SYN-SENT (RFC 9293 §3.10.7.4).
@@ -384,19 +387,18 @@ pub(crate) fn synchronized(
         env.counters.drop(DropReason::BadAck);
         return outcome;
     }
+    tcb.stats.sack_blocks += seg.sack.len() as u64;
+    let (sacked_new, dsack) = recovery::update_scoreboard(tcb, seg);
+    if dsack {
+        // RFC 2883 §4: the receiver got something twice; absent network duplication, one
+        // of our retransmissions was unnecessary.
+        tcb.stats.spurious_retransmits += 1;
+    }
     if tcb.snd_una < seg.ack {
         ack_advance(env, tcb, seg);
-    } else if seg.ack == tcb.snd_una
-        && seg.len == 0
-        && !f.contains(TcpFlags::FIN)
-        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
-        && tcb.snd_max != tcb.snd_una
-    {
-        // RFC 5681 §2's duplicate ACK.
-        tcb.dupacks += 1;
-        tcb.stats.dup_acks += 1;
+    } else if recovery::is_dupack(tcb, seg) {
+        recovery::on_dupack(env, tcb, sacked_new);
     }
-    tcb.stats.sack_blocks += seg.sack.len() as u64;
     // Window update (RFC 9293 §3.10.7.4, fifth step): only from a segment newer than the
     // last one that updated it, so that an old reordered segment cannot shrink it.
     if tcb.snd_wl1 < seg.seq || (tcb.snd_wl1 == seg.seq && tcb.snd_wl2 <= seg.ack) {
@@ -466,7 +468,6 @@ pub(crate) fn challenge_ack(env: &mut Env, tcb: &mut Tcb) {
 /// SND.UNA < SEG.ACK <= SND.MAX: new data acknowledged.
 fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
     let acked = seg.ack.since(tcb.snd_una);
-    let smss = tcb.eff_mss.max(1) as u32;
     // The SYN occupies iss; our data starts at iss + 1.
     let mut data_acked = acked;
     if tcb.snd_una == tcb.iss {
@@ -514,13 +515,20 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
     }
     tcb.stats.bytes_acked += data_acked as u64;
     tcb.retries = 0;
-    tcb.dupacks = 0;
-    // Congestion window: slow start below ssthresh, else +1 SMSS per window (RFC 5681 §3.1,
-    // with appropriate byte counting, RFC 3465, L = 2 SMSS).
-    if tcb.cwnd < tcb.ssthresh {
-        tcb.cwnd = tcb.cwnd.saturating_add(data_acked.min(2 * smss));
+    // The ack clock: recovery, or growth outside it.
+    if tcb.recovery.is_some() {
+        recovery::on_ack_in_recovery(env, tcb, data_acked);
     } else {
-        tcb.cwnd = tcb.cwnd.saturating_add((smss * smss / tcb.cwnd.max(1)).max(1));
+        tcb.dupacks = 0;
+        let ack = Ack {
+            now: env.now,
+            acked: data_acked,
+            rtt: sample,
+            srtt: tcb.rtt.srtt(),
+            ack_seq: seg.ack.since(tcb.iss) as u64,
+            snd_max: tcb.snd_max.since(tcb.iss) as u64,
+        };
+        tcb.cc.on_ack(&ack);
     }
     // RFC 6298 §5.2/5.3: restart the timer while data is outstanding, stop it when not.
     if tcb.snd_una == tcb.snd_max {

@@ -96,9 +96,11 @@ mod tests {
         assert_eq!(ports.len(), 10);
         assert_eq!(ports.iter().copied().collect::<HashSet<_>>().len(), 10);
         assert!(ports.iter().all(|p| (49152..=49161).contains(p)));
-        // The counter moved on: the next search for the same destination starts elsewhere.
-        let again = p.candidates(A, (B, 80)).next().unwrap();
-        assert_ne!(again, ports[0]);
+        // The counter moves on with every attempt: consecutive searches for the same
+        // destination start at consecutive offsets, not at the same port.
+        let first = p.candidates(A, (B, 80)).next().unwrap();
+        let second = p.candidates(A, (B, 80)).next().unwrap();
+        assert_ne!(first, second);
         let mut q = PortAllocator::new([5, 6], 1024, 65535);
         let x = q.candidates(A, (B, 80)).next().unwrap();
         let mut q = PortAllocator::new([5, 6], 1024, 65535);

@@ -8,6 +8,7 @@
 //! local address and port, then by port on the wildcard address. Nothing on the packet path
 //! scans connections.
 
+pub mod cc;
 pub mod config;
 pub(crate) mod env;
 pub mod hash;
@@ -15,6 +16,7 @@ pub(crate) mod input;
 pub mod isn;
 pub(crate) mod output;
 pub mod reasm;
+pub(crate) mod recovery;
 pub mod rtt;
 pub mod seq;
 pub mod stats;
@@ -257,9 +259,13 @@ impl Tcp {
             persist_backoff: 0,
             keepalive_probes: 0,
             last_rcv: now,
-            cwnd: self.config.initial_window.max(1) * eff as u32,
-            ssthresh: u32::MAX,
+            cc: opts.congestion.build(eff as u32, self.config.initial_window),
+            inflation: 0,
             dupacks: 0,
+            recovery: None,
+            recover: iss,
+            rexmt_now: None,
+            last_send: now,
             sndq: VecDeque::new(),
             snd_queued: 0,
             snd_end: iss + 1,
@@ -941,8 +947,8 @@ impl Tcp {
             srtt: t.rtt.srtt(),
             rttvar: t.rtt.rttvar(),
             rto: t.rtt.rto(),
-            cwnd: t.cwnd,
-            ssthresh: t.ssthresh,
+            cwnd: t.cwnd(),
+            ssthresh: t.cc.ssthresh(),
             snd_wnd: t.snd_wnd,
             rcv_wnd: t.rcv_adv.since(t.rcv_nxt),
             smss: t.smss,

@@ -5,8 +5,10 @@
 //! application's bytes were copied in (the payload is never read again), and the device gets
 //! a shared handle while the queue keeps its own for retransmission.
 
+use super::cc::initial_window;
 use super::env::Env;
 use super::input::{verify_pending, Segment};
+use super::recovery;
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{FourTuple, State, Tcb, TxSeg};
@@ -67,16 +69,84 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
         _ => {}
     }
     let mut sent = false;
+    // RFC 5681 §4.1: after an idle period longer than an RTO, restart from at most the
+    // initial window instead of bursting a stale cwnd.
+    if tcb.snd_max == tcb.snd_una
+        && tcb.snd_nxt_idx < tcb.sndq.len()
+        && tcb.stats.bytes_sent > 0
+        && env.now.saturating_duration_since(tcb.last_send) > tcb.rtt.rto()
+    {
+        let iw = initial_window(tcb.eff_mss as u32, env.config.initial_window);
+        tcb.cc.on_idle(env.now, iw.min(tcb.cc.cwnd()));
+    }
+    // A retransmission owed now (fast retransmit, NewReno partial ACK), outside the window.
+    if let Some(seq) = tcb.rexmt_now.take() {
+        if let Some(idx) = first_unsacked_from(tcb, seq) {
+            let fin = idx + 1 == tcb.sndq.len() && tcb.fin_queued;
+            if send_data(env, tcb, idx, fin) {
+                sent = true;
+                if let Some(r) = tcb.recovery.as_mut() {
+                    if r.rescue_rxt == tcb.snd_una {
+                        // RFC 6675 §5 step 3: no rescue before the first retransmission is acked.
+                        r.rescue_rxt = tcb.sndq[idx].end() - 1;
+                    }
+                }
+            } else {
+                tcb.rexmt_now = Some(seq);
+            }
+        }
+    }
+    if tcb.recovery.is_some_and(|r| r.sack) {
+        sent |= sack_recovery(env, tcb);
+    } else {
+        sent |= send_in_order(env, tcb);
+    }
+    // Window updates are owed after the application reads (`recv` sets ack_now then), not
+    // merely because the SYN's unscaled window was small.
+    if !sent && tcb.ack_now {
+        let _ = send_bare(env, tcb, tcb.snd_nxt, TcpFlags::ACK);
+    }
+    // Timers: retransmission while anything is in flight; persist when data waits on a
+    // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
+    if tcb.snd_max != tcb.snd_una && tcb.timers.rexmt.is_none() {
+        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.rexmt_start.get_or_insert(env.now);
+    }
+    let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
+    if waiting && tcb.snd_wnd == 0 && tcb.snd_max == tcb.snd_una {
+        if tcb.timers.persist.is_none() {
+            tcb.timers.persist = Some(env.now + persist_interval(tcb));
+        }
+    } else if tcb.snd_wnd > 0 {
+        tcb.timers.persist = None;
+    }
+}
+
+/// Send from `snd_nxt` on: new data, or everything not SACKed after an RTO sent snd_nxt back.
+/// Returns whether anything went out.
+fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
+    let mut sent = false;
+    let smss = tcb.eff_mss as u32;
     while !env.tx.is_full() {
         if tcb.snd_nxt_idx < tcb.sndq.len() {
             if !tcb.state.is_synchronized() {
                 break;
             }
             let idx = tcb.snd_nxt_idx;
+            if tcb.sndq[idx].sacked {
+                // After an RTO: the peer holds this one; skip it.
+                tcb.snd_nxt = tcb.snd_nxt.max(tcb.sndq[idx].end());
+                tcb.snd_nxt_idx += 1;
+                continue;
+            }
             let seg_seq = tcb.sndq[idx].seq;
             let seg_len = tcb.sndq[idx].len();
             let is_last = idx + 1 == tcb.sndq.len();
-            let wnd = tcb.snd_wnd.min(tcb.cwnd);
+            // RFC 3042 limited transmit: the first two duplicate ACKs each let one new
+            // segment out beyond cwnd.
+            let limited =
+                if tcb.recovery.is_none() && tcb.snd_nxt == tcb.snd_max { tcb.dupacks.min(2) * smss } else { 0 };
+            let wnd = tcb.snd_wnd.min(tcb.cwnd().saturating_add(limited));
             let in_flight = tcb.snd_nxt.since(tcb.snd_una);
             let usable = wnd.saturating_sub(in_flight);
             // A segment partly below snd_nxt (after a rewind) is sent whole; count only the
@@ -85,8 +155,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
             if remaining > usable {
                 // Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a partial segment only if it
                 // is at least half the largest window the peer has offered.
-                let eff = tcb.eff_mss as u32;
-                if usable > 0 && seg_seq == tcb.snd_nxt && (usable >= eff || usable >= tcb.max_snd_wnd / 2) {
+                if usable > 0 && seg_seq == tcb.snd_nxt && (usable >= smss || usable >= tcb.max_snd_wnd / 2) {
                     if split_front(env, tcb, idx, usable as usize).is_err() {
                         break;
                     }
@@ -96,7 +165,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
             }
             // Nagle (RFC 9293 §3.7.4): a short last segment waits while data is
             // unacknowledged, unless nodelay or the FIN goes with it.
-            let short = seg_len < tcb.eff_mss as u32;
+            let short = seg_len < smss;
             if short && is_last && !tcb.opts.nodelay && !tcb.fin_queued && tcb.snd_max != tcb.snd_una {
                 break;
             }
@@ -122,25 +191,53 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
         }
         break;
     }
-    // Window updates are owed after the application reads (`recv` sets ack_now then), not
-    // merely because the SYN's unscaled window was small.
-    if !sent && tcb.ack_now {
-        let _ = send_bare(env, tcb, tcb.snd_nxt, TcpFlags::ACK);
-    }
-    // Timers: retransmission while anything is in flight; persist when data waits on a
-    // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
-    if tcb.snd_max != tcb.snd_una && tcb.timers.rexmt.is_none() {
-        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
-        tcb.rexmt_start.get_or_insert(env.now);
-    }
-    let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
-    if waiting && tcb.snd_wnd == 0 && tcb.snd_max == tcb.snd_una {
-        if tcb.timers.persist.is_none() {
-            tcb.timers.persist = Some(env.now + persist_interval(tcb));
+    sent
+}
+
+/// RFC 6675 §5 step (C): while `cwnd - pipe >= 1 SMSS`, send what NextSeg picks. The
+/// scoreboard is scanned again after each segment (O(segments in flight) per send, only
+/// during recovery).
+fn sack_recovery(env: &mut Env, tcb: &mut Tcb) -> bool {
+    let smss = tcb.eff_mss as u32;
+    let mut sent = false;
+    while !env.tx.is_full() {
+        let Some(rec) = tcb.recovery else { break };
+        let board = recovery::scan(tcb, &rec);
+        if tcb.cwnd() < board.pipe.saturating_add(smss) {
+            break;
         }
-    } else if tcb.snd_wnd > 0 {
-        tcb.timers.persist = None;
+        let new_data = tcb.snd_nxt_idx < tcb.sndq.len()
+            && tcb.snd_nxt == tcb.snd_max
+            && tcb.sndq[tcb.snd_nxt_idx].end().since(tcb.snd_una) <= tcb.snd_wnd;
+        let idx = if let Some(i) = board.lost {
+            i // rule 1: a lost segment
+        } else if new_data {
+            tcb.snd_nxt_idx // rule 2: new data
+        } else if let Some(i) = board.below_sacked {
+            i // rule 3: unSACKed data below SACKed data
+        } else if let (Some(i), true) = (board.highest_unsacked, tcb.snd_una > rec.rescue_rxt) {
+            // Rule 4: one rescue retransmission per episode, of the highest unSACKed segment.
+            if let Some(r) = tcb.recovery.as_mut() {
+                r.rescue_rxt = r.point;
+            }
+            i
+        } else {
+            break;
+        };
+        let fin = idx + 1 == tcb.sndq.len() && tcb.fin_queued;
+        if !send_data(env, tcb, idx, fin) {
+            break;
+        }
+        sent = true;
     }
+    sent
+}
+
+/// Index of the first segment at or after `seq` that the peer has not SACKed and that was
+/// sent before.
+fn first_unsacked_from(tcb: &Tcb, seq: SeqNumber) -> Option<usize> {
+    let start = index_of(tcb, seq);
+    (start..tcb.sndq.len()).find(|&i| !tcb.sndq[i].sacked && tcb.sndq[i].sent > 0)
 }
 
 /// Persist interval: the RTO, backed off per unanswered probe, within [RTO min, RTO max].
@@ -404,9 +501,17 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         tcb.rtt_seq = Some((seq, env.now));
     }
     tcb.stats.bytes_sent += len as u64;
-    tcb.snd_nxt = tcb.snd_nxt.max(end);
+    tcb.last_send = env.now;
+    if retransmit {
+        if let Some(r) = tcb.recovery.as_mut() {
+            r.high_rxt = r.high_rxt.max(seq + len);
+        }
+    }
+    if idx >= tcb.snd_nxt_idx {
+        tcb.snd_nxt = tcb.snd_nxt.max(end);
+        tcb.snd_nxt_idx = idx + 1;
+    }
     tcb.snd_max = tcb.snd_max.max(end);
-    tcb.snd_nxt_idx = idx + 1;
     if tcb.timers.rexmt.is_none() {
         tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
         tcb.rexmt_start.get_or_insert(env.now);

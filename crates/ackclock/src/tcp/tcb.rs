@@ -1,8 +1,10 @@
 //! The transmission control block: one connection's state (RFC 9293 §3.3.1), its queues,
 //! and its timers. The protocol rules that move it live in `input`, `output` and `timer`.
 
+use super::cc::CongestionControl;
 use super::config::SocketOptions;
 use super::reasm::OutOfOrderQueue;
+use super::recovery::Recovery;
 use super::rtt::RttEstimator;
 use super::seq::SeqNumber;
 use super::stats::ConnStats;
@@ -218,10 +220,20 @@ pub(crate) struct Tcb {
     /// Last time a segment arrived (keep-alive idle time).
     pub last_rcv: Instant,
 
-    // Congestion window (the ack clock). Fixed initial window until the CC module drives it.
-    pub cwnd: u32,
-    pub ssthresh: u32,
+    // The ack clock: congestion control and loss recovery.
+    pub cc: Box<dyn CongestionControl>,
+    /// NewReno's window inflation during fast recovery (seed 000); may go negative after
+    /// partial ACKs (RFC 6582 deflation).
+    pub inflation: i64,
     pub dupacks: u32,
+    pub recovery: Option<Recovery>,
+    /// RFC 6582's `recover`: snd_max when the last recovery (or RTO) began.
+    pub recover: SeqNumber,
+    /// Retransmit the segment holding this sequence number at the next output, outside the
+    /// window (fast retransmit, NewReno partial ACK).
+    pub rexmt_now: Option<SeqNumber>,
+    /// When data was last sent (restart after idle, RFC 5681 §4.1).
+    pub last_send: Instant,
 
     // Queues.
     /// Sent-and-unacknowledged, then unsent, segments, in sequence order.
@@ -277,6 +289,12 @@ impl Tcb {
         } else {
             self.rcv_nxt
         }
+    }
+
+    /// The congestion window in force: the algorithm's, plus NewReno's recovery inflation.
+    #[inline]
+    pub fn cwnd(&self) -> u32 {
+        (self.cc.cwnd() as i64 + self.inflation).clamp(self.eff_mss as i64, u32::MAX as i64) as u32
     }
 
     /// Bytes of flight (sent, not yet acknowledged), counting SYN and FIN.

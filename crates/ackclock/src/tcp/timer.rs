@@ -5,6 +5,7 @@
 use super::env::Env;
 use super::input::Outcome;
 use super::output;
+use super::recovery;
 use super::tcb::{ConnError, State, Tcb};
 use crate::wire::TcpFlags;
 
@@ -85,16 +86,18 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             tcb.snd_nxt = tcb.iss;
         }
         _ => {
-            let smss = tcb.eff_mss as u32;
+            // RFC 5681 §3.1 / the CC's RTO response: ssthresh from FlightSize, cwnd to the
+            // loss window, slow start again. Recovery ends (RFC 6675 §5.1) and `recover`
+            // moves to snd_max (RFC 6582 §3.2 step 4 of the RTO note).
             let flight = tcb.flight();
-            tcb.ssthresh = (flight / 2).max(2 * smss);
-            tcb.cwnd = smss;
-            tcb.dupacks = 0;
+            recovery::abandon(tcb);
+            tcb.cc.on_rto(env.now, flight);
+            tcb.recover = tcb.snd_max;
+            // Go back to snd_una. SACKed segments keep their marks, so only what the peer
+            // has not SACKed is sent again (as Linux; RFC 2018 §8 would clear them in case
+            // the receiver reneged, at the cost of resending what it holds).
             tcb.snd_nxt = tcb.snd_una;
             tcb.snd_nxt_idx = output::index_of(tcb, tcb.snd_una);
-            for s in tcb.sndq.iter_mut() {
-                s.sacked = false;
-            }
         }
     }
     tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
@@ -119,7 +122,7 @@ fn persist(env: &mut Env, tcb: &mut Tcb) -> Outcome {
         }
     }
     tcb.stats.window_probes += 1;
-    let usable = tcb.snd_wnd.min(tcb.cwnd);
+    let usable = tcb.snd_wnd.min(tcb.cwnd());
     let idx = tcb.snd_nxt_idx;
     if usable > 0 {
         // Override sender SWS avoidance: send what the window takes.

@@ -1,0 +1,137 @@
+//! NewReno's window (RFC 5681, RFC 6582, RFC 3465): slow start with appropriate byte
+//! counting (L = 2 SMSS), congestion avoidance at one SMSS per window of data acknowledged,
+//! halving on loss (Van Jacobson's "why 1/2": seed 003).
+
+use super::{initial_window, Ack, CongestionControl};
+use crate::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct NewReno {
+    smss: u32,
+    cwnd: u32,
+    ssthresh: u32,
+    /// Bytes acknowledged since cwnd last grew in congestion avoidance (RFC 3465 §2.1).
+    bytes_acked: u32,
+}
+
+impl NewReno {
+    pub fn new(smss: u32, iw_segments: u32) -> NewReno {
+        let smss = smss.max(1);
+        // RFC 5681 §3.1: ssthresh starts "arbitrarily high".
+        NewReno { smss, cwnd: initial_window(smss, iw_segments), ssthresh: u32::MAX, bytes_acked: 0 }
+    }
+}
+
+/// RFC 5681 eq. 4: ssthresh = max(FlightSize / 2, 2 * SMSS).
+pub(crate) fn half_flight(flight: u32, smss: u32) -> u32 {
+    (flight / 2).max(2 * smss)
+}
+
+impl CongestionControl for NewReno {
+    fn name(&self) -> &'static str {
+        "newreno"
+    }
+
+    fn cwnd(&self) -> u32 {
+        self.cwnd
+    }
+
+    fn ssthresh(&self) -> u32 {
+        self.ssthresh
+    }
+
+    fn on_ack(&mut self, ack: &Ack) {
+        if self.cwnd < self.ssthresh {
+            // Slow start, RFC 3465 §2.2: grow by the bytes acknowledged, at most L = 2 SMSS
+            // per ACK, and not past ssthresh in one step.
+            let grow = ack.acked.min(2 * self.smss);
+            self.cwnd = self.cwnd.saturating_add(grow).min(self.ssthresh.max(self.cwnd));
+            if self.cwnd >= self.ssthresh {
+                self.bytes_acked = 0;
+            }
+        } else {
+            // Congestion avoidance, RFC 3465 §2.1: +1 SMSS once a window's worth is acked.
+            self.bytes_acked = self.bytes_acked.saturating_add(ack.acked);
+            if self.bytes_acked >= self.cwnd {
+                self.bytes_acked -= self.cwnd;
+                self.cwnd = self.cwnd.saturating_add(self.smss);
+            }
+        }
+    }
+
+    fn on_loss(&mut self, _now: Instant, flight: u32) {
+        self.ssthresh = half_flight(flight, self.smss);
+        self.cwnd = self.ssthresh;
+        self.bytes_acked = 0;
+    }
+
+    fn on_rto(&mut self, _now: Instant, flight: u32) {
+        self.ssthresh = half_flight(flight, self.smss);
+        self.cwnd = self.smss;
+        self.bytes_acked = 0;
+    }
+
+    fn on_recovery_end(&mut self, _now: Instant) {
+        // Seed 000: "the congestion window was inflated ... retract it" to ssthresh.
+        self.cwnd = self.ssthresh;
+    }
+
+    fn on_idle(&mut self, _now: Instant, restart_window: u32) {
+        self.cwnd = self.cwnd.min(restart_window);
+    }
+
+    fn set_smss(&mut self, smss: u32) {
+        self.smss = smss.max(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(acked: u32) -> Ack {
+        Ack { now: Instant::ZERO, acked, rtt: None, srtt: None, ack_seq: 0, snd_max: 0 }
+    }
+
+    #[test]
+    fn initial_window_is_rfc_6928() {
+        assert_eq!(NewReno::new(1448, 10).cwnd(), 14480);
+        assert_eq!(NewReno::new(1460, 10).cwnd(), 14600);
+        assert_eq!(NewReno::new(536, 10).cwnd(), 5360);
+        assert_eq!(NewReno::new(1448, 4).cwnd(), 4 * 1448);
+    }
+
+    #[test]
+    fn slow_start_counts_bytes_with_l_two_smss() {
+        // RFC 3465 §2.2: a stretch ACK of 4 segments grows cwnd by only 2 SMSS.
+        let mut c = NewReno::new(1000, 2);
+        c.on_ack(&ack(1000));
+        assert_eq!(c.cwnd(), 3000);
+        c.on_ack(&ack(4000));
+        assert_eq!(c.cwnd(), 5000);
+    }
+
+    #[test]
+    fn congestion_avoidance_adds_one_smss_per_window() {
+        // RFC 5681 §3.1 / RFC 3465 §2.1.
+        let mut c = NewReno::new(1000, 10);
+        c.on_loss(Instant::ZERO, 20_000); // ssthresh = cwnd = 10000
+        assert_eq!((c.cwnd(), c.ssthresh()), (10_000, 10_000));
+        for _ in 0..9 {
+            c.on_ack(&ack(1000));
+        }
+        assert_eq!(c.cwnd(), 10_000, "not before a full window is acknowledged");
+        c.on_ack(&ack(1000));
+        assert_eq!(c.cwnd(), 11_000);
+    }
+
+    #[test]
+    fn loss_halves_flight_with_a_floor_of_two_segments() {
+        // RFC 5681 eq. 4.
+        let mut c = NewReno::new(1000, 10);
+        c.on_loss(Instant::ZERO, 3000);
+        assert_eq!(c.ssthresh(), 2000);
+        c.on_rto(Instant::ZERO, 30_000);
+        assert_eq!((c.cwnd(), c.ssthresh()), (1000, 15_000), "RTO: loss window of 1 SMSS");
+    }
+}

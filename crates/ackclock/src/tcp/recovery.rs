@@ -1,0 +1,229 @@
+//! Loss recovery at the sender: fast retransmit and fast recovery.
+//!
+//! Without SACK: NewReno (RFC 5681 §3.2, RFC 6582) with the window inflation of seed 000 —
+//! on the third duplicate ACK, ssthresh = max(FlightSize/2, 2 SMSS) and cwnd = ssthresh +
+//! 3 SMSS; each further duplicate ACK adds one SMSS (a packet has left the network); a
+//! partial ACK retransmits the next hole and deflates by the amount acknowledged (adding
+//! back one SMSS); the ACK of the recovery point deflates cwnd to ssthresh.
+//!
+//! With SACK: RFC 6675. The scoreboard is the `sacked` flag of each send-queue segment, so
+//! it can never hold more than the data in flight, whatever a receiver sends. `pipe`
+//! estimates the bytes in the network; while `cwnd - pipe >= 1 SMSS`, NextSeg picks a lost
+//! segment to retransmit, new data, or a rescue retransmission.
+
+use super::env::Env;
+use super::input::Segment;
+use super::seq::SeqNumber;
+use super::tcb::Tcb;
+
+/// RFC 5681's duplicate-ACK threshold (DupThresh of RFC 6675).
+pub(crate) const DUP_THRESH: u32 = 3;
+
+/// State of one fast-recovery episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recovery {
+    /// RecoveryPoint (RFC 6675) / `recover` (RFC 6582): snd_max at entry.
+    pub point: SeqNumber,
+    /// SACK-based (RFC 6675) or NewReno.
+    pub sack: bool,
+    /// HighRxt, exclusive: the end of the highest segment retransmitted in this episode.
+    pub high_rxt: SeqNumber,
+    /// RescueRxt: the rescue retransmission (NextSeg rule 4) is spent until HighACK passes
+    /// it.
+    pub rescue_rxt: SeqNumber,
+}
+
+/// Apply the SACK blocks of an arriving ACK to the scoreboard (RFC 6675 §5 step "update the
+/// scoreboard"). Blocks outside `[snd_una, snd_max]` are ignored (they are either stale or
+/// hostile); a segment is SACKed only when a block covers all of it. Returns whether the
+/// ACK SACKed something new, and whether its first block was a D-SACK (RFC 2883 §4).
+pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
+    let blocks = seg.sack.as_slice();
+    if !tcb.sack_enabled || blocks.is_empty() {
+        return (false, false);
+    }
+    // RFC 2883 §4: the first block reports a duplicate if it lies below the cumulative ACK
+    // or inside the second block.
+    let (l0, r0) = (SeqNumber(blocks[0].0), SeqNumber(blocks[0].1));
+    let dsack =
+        r0 <= seg.ack || blocks.get(1).is_some_and(|&(l1, r1)| l0 >= SeqNumber(l1) && r0 <= SeqNumber(r1) && l0 < r0);
+    let mut newly = false;
+    for (i, &(l, r)) in blocks.iter().enumerate() {
+        if i == 0 && dsack {
+            continue;
+        }
+        let (l, r) = (SeqNumber(l), SeqNumber(r));
+        // Ignore empty, inverted, out-of-range blocks.
+        if !(l < r) || l < tcb.snd_una || r > tcb.snd_max || r.since(l) > tcb.snd_max.since(tcb.snd_una) {
+            continue;
+        }
+        let first = super::output::index_of(tcb, l);
+        for s in tcb.sndq.iter_mut().skip(first) {
+            if s.seq >= r {
+                break;
+            }
+            if s.seq >= l && s.end() <= r && s.sent > 0 && !s.sacked {
+                s.sacked = true;
+                newly = true;
+            }
+        }
+    }
+    (newly, dsack)
+}
+
+/// What the scoreboard says (RFC 6675 §4), from one backward pass over the segments in
+/// flight.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Board {
+    /// SetPipe: bytes presumed in the network.
+    pub pipe: u32,
+    /// NextSeg rule 1: the lowest unSACKed segment that IsLost and was not retransmitted in
+    /// this episode.
+    pub lost: Option<usize>,
+    /// NextSeg rule 3: the lowest unSACKed, not-retransmitted segment below SACKed data.
+    pub below_sacked: Option<usize>,
+    /// NextSeg rule 4: the highest unSACKed segment in flight.
+    pub highest_unsacked: Option<usize>,
+}
+
+/// IsLost: a segment is lost when DupThresh SACKed segments, or more than (DupThresh − 1) ×
+/// SMSS SACKed bytes, lie above it. A segment counts as retransmitted in this episode when
+/// it starts below HighRxt (kept exclusive here: the end of the highest retransmission).
+pub(crate) fn scan(tcb: &Tcb, rec: &Recovery) -> Board {
+    let smss = tcb.eff_mss as u32;
+    let sent_end = super::output::index_of(tcb, tcb.snd_max).min(tcb.sndq.len());
+    let (mut sacked_segs, mut sacked_bytes) = (0u32, 0u32);
+    let mut b = Board::default();
+    for i in (0..sent_end).rev() {
+        let s = &tcb.sndq[i];
+        if s.sacked {
+            sacked_segs += 1;
+            sacked_bytes += s.len();
+            continue;
+        }
+        b.highest_unsacked.get_or_insert(i);
+        let lost = sacked_segs >= DUP_THRESH || sacked_bytes > (DUP_THRESH - 1) * smss;
+        let retransmitted = s.seq < rec.high_rxt;
+        if !lost {
+            b.pipe += s.len();
+        }
+        if retransmitted {
+            b.pipe += s.len();
+        } else {
+            if lost {
+                b.lost = Some(i);
+            }
+            if sacked_segs > 0 {
+                b.below_sacked = Some(i);
+            }
+        }
+    }
+    b
+}
+
+/// Whether the ACK is a duplicate in RFC 5681 §2's sense.
+pub(crate) fn is_dupack(tcb: &Tcb, seg: &Segment) -> bool {
+    seg.ack == tcb.snd_una
+        && seg.len == 0
+        && !seg.flags.contains(crate::wire::TcpFlags::FIN)
+        && !seg.flags.contains(crate::wire::TcpFlags::SYN)
+        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
+        && tcb.snd_max != tcb.snd_una
+}
+
+/// Enter fast recovery on the third duplicate ACK (or SACK-detected loss): RFC 6582 §3.2
+/// step 2 / RFC 6675 §5 steps (1)-(4).
+pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
+    let flight = tcb.flight();
+    let smss = tcb.eff_mss as u32;
+    tcb.recover = tcb.snd_max;
+    tcb.cc.on_loss(env.now, flight);
+    let sack = tcb.sack_enabled;
+    tcb.recovery = Some(Recovery { point: tcb.snd_max, sack, high_rxt: tcb.snd_una, rescue_rxt: tcb.snd_una });
+    // NewReno: cwnd = ssthresh + 3 SMSS (the three segments that left the network).
+    // SACK: cwnd = ssthresh, and pipe does the accounting.
+    tcb.inflation = if sack { 0 } else { (DUP_THRESH * smss) as i64 };
+    // Retransmit the first unacknowledged (unSACKed) segment at once.
+    tcb.rexmt_now = Some(tcb.snd_una);
+    tcb.stats.fast_retransmits += 1;
+    // Karn: nothing sent before this is timed any more.
+    tcb.rtt_seq = None;
+}
+
+/// A duplicate ACK arrived (RFC 5681 §3.2 steps 2-4, RFC 3042 limited transmit).
+pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
+    let smss = tcb.eff_mss as u32;
+    tcb.dupacks += 1;
+    tcb.stats.dup_acks += 1;
+    match tcb.recovery {
+        Some(r) if !r.sack => {
+            // Seed 000: each further duplicate ACK means a packet left the network.
+            tcb.inflation += smss as i64;
+        }
+        Some(_) => {}
+        None => {
+            // RFC 6582 §3.2 step 1: only if the ACK covers more than `recover`, so old
+            // duplicates after a recovery do not start another one.
+            let may_enter = tcb.snd_una > tcb.recover || tcb.recover == tcb.iss;
+            let sack_loss = sacked_new && tcb.sack_enabled && first_is_lost(tcb);
+            if may_enter && (tcb.dupacks >= DUP_THRESH || sack_loss) {
+                enter(env, tcb);
+            }
+        }
+    }
+}
+
+/// RFC 6675 §5: "or the SACK scoreboard says HighACK + 1 is lost": enough SACKed data
+/// lies above the first unacknowledged segment.
+fn first_is_lost(tcb: &Tcb) -> bool {
+    let smss = tcb.eff_mss as u32;
+    let (mut segs, mut bytes) = (0u32, 0u32);
+    let mut front_unsacked = false;
+    for (i, s) in tcb.sndq.iter().enumerate() {
+        if s.sent == 0 {
+            break;
+        }
+        if i == 0 {
+            front_unsacked = !s.sacked;
+        } else if s.sacked {
+            segs += 1;
+            bytes += s.len();
+        }
+    }
+    front_unsacked && (segs >= DUP_THRESH || bytes > (DUP_THRESH - 1) * smss)
+}
+
+/// New data was acknowledged during recovery. Returns true if recovery ended.
+pub(crate) fn on_ack_in_recovery(env: &mut Env, tcb: &mut Tcb, acked: u32) -> bool {
+    let Some(r) = tcb.recovery else { return false };
+    let smss = tcb.eff_mss as u32;
+    if tcb.snd_una >= r.point {
+        // Full ACK: recovery is over; deflate (seed 000, RFC 6582 §3.2 step 3 option 2).
+        tcb.recovery = None;
+        tcb.inflation = 0;
+        tcb.dupacks = 0;
+        tcb.cc.on_recovery_end(env.now);
+        return true;
+    }
+    // Partial ACK.
+    if !r.sack {
+        // RFC 6582 §3.2 step 3: retransmit the next hole, deflate by what was acked, add
+        // back one SMSS if at least one was acked.
+        tcb.rexmt_now = Some(tcb.snd_una);
+        tcb.inflation -= acked as i64;
+        if acked >= smss {
+            tcb.inflation += smss as i64;
+        }
+        // The retransmission timer was restarted by the ACK itself: RFC 6582 §4's
+        // "Slow-but-Steady" variant.
+    }
+    false
+}
+
+/// Leave recovery because the retransmission timer fired.
+pub(crate) fn abandon(tcb: &mut Tcb) {
+    tcb.recovery = None;
+    tcb.inflation = 0;
+    tcb.dupacks = 0;
+    tcb.rexmt_now = None;
+}
