@@ -396,7 +396,9 @@ pub(crate) fn synchronized(
     }
     if tcb.snd_una < seg.ack {
         ack_advance(env, tcb, seg);
-    } else if recovery::is_dupack(tcb, seg) {
+    } else if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
+        // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
+        // bogus blocks are not evidence of loss.
         recovery::on_dupack(env, tcb, sacked_new);
     }
     // Window update (RFC 9293 §3.10.7.4, fifth step): only from a segment newer than the

@@ -1,0 +1,295 @@
+//! Packet-level tests of the ack clock: slow start, congestion avoidance, fast retransmit and
+//! fast recovery (seed 000, RFC 5681, RFC 6582, RFC 3042), SACK recovery (RFC 6675), D-SACK
+//! (RFC 2883), the RTO response and hostile SACK blocks.
+//!
+//! The peer offers MSS 1000 and no timestamps, so segments carry exactly 1000 bytes and the
+//! numbers read as segment counts: data byte n*1000+1 starts segment n+1.
+
+mod common;
+
+use ackclock::TcpHandle;
+use common::script::*;
+
+const SMSS: u32 = 1000;
+
+/// An established connection whose peer offers MSS 1000, a huge window (65535 << 7), and
+/// SACK if `sack`.
+fn established(sack: bool) -> (Script, TcpHandle) {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let mut syn = seg("S").win(65535).mss(1000).ws(7);
+    if sack {
+        syn = syn.sack_ok();
+    }
+    let c = t.accept_with(l, syn);
+    (t, c)
+}
+
+/// Expect `n` full segments starting at segment number `first` (1-based).
+#[track_caller]
+fn expect_segments(t: &mut Script, ms: u64, first: u32, n: u32) {
+    for i in 0..n {
+        let seq = (first - 1 + i) * SMSS + 1;
+        let got = t.expect(ms, seg(".").seq(seq).len(SMSS as usize).any_options());
+        assert!(!got.flags.contains(ackclock::wire::TcpFlags::SYN));
+    }
+}
+
+/// An ACK from the peer for stack byte `ack` (relative), optionally with SACK blocks.
+fn ack(ack: u32) -> Seg {
+    seg(".").seq(PEER_ISS + 1).ack(ack).win(65535)
+}
+
+fn cwnd(t: &Script, c: TcpHandle) -> u32 {
+    t.stack.tcp_info(c).unwrap().cwnd
+}
+
+/// RFC 5681 §3.1 with RFC 3465 (L = 2 SMSS) and RFC 6928: the initial window is 10
+/// segments; each ACK of one segment in slow start grows cwnd by one SMSS, letting two new
+/// segments out — the window doubles every round trip.
+#[test]
+fn slow_start_grows_one_segment_per_ack() {
+    let (mut t, c) = established(false);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    t.expect_nothing(1);
+    assert_eq!(cwnd(&t, c), 10 * SMSS);
+    for k in 1..=10 {
+        t.inject(2, ack(k * SMSS + 1));
+        assert_eq!(cwnd(&t, c), (10 + k) * SMSS);
+        expect_segments(&mut t, 2, 10 + 2 * k - 1, 2);
+        t.expect_nothing(2);
+    }
+}
+
+/// RFC 3465 §2.2: a stretch ACK covering four segments grows cwnd by at most L = 2 SMSS.
+#[test]
+fn slow_start_limits_growth_per_stretch_ack() {
+    let (mut t, c) = established(false);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    t.inject(2, ack(4 * SMSS + 1));
+    assert_eq!(cwnd(&t, c), 12 * SMSS);
+    // 6 in flight, window 12: segments 11..16 go out.
+    expect_segments(&mut t, 2, 11, 6);
+    t.expect_nothing(2);
+}
+
+/// RFC 5681 §3.1, RFC 6298 §5.5: on RTO, ssthresh = max(FlightSize/2, 2 SMSS), cwnd = 1 SMSS
+/// (the loss window): only the first segment is resent; then slow start to ssthresh and
+/// congestion avoidance at +1 SMSS per window acknowledged.
+#[test]
+fn rto_collapses_to_one_segment_then_slow_start_then_avoidance() {
+    let (mut t, c) = established(false);
+    t.stack.tcp_send(c, &vec![0u8; 200_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    // The handshake measured an RTT of ~0, so the RTO is the 200 ms floor.
+    t.expect_nothing(200);
+    t.expect(201, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(201);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.cwnd, info.ssthresh), (SMSS, 5 * SMSS));
+    assert_eq!(info.stats.rtos, 1);
+    // Slow start: the ACK of segment 1 lets 2 out (segments 2 and 3 again).
+    t.inject(202, ack(SMSS + 1));
+    assert_eq!(cwnd(&t, c), 2 * SMSS);
+    t.expect(202, seg(".").seq(1001).len(1000).any_options());
+    t.expect(202, seg(".").seq(2001).len(1000).any_options());
+    t.inject(203, ack(3 * SMSS + 1));
+    assert_eq!(cwnd(&t, c), 4 * SMSS);
+    t.discard();
+    t.inject(204, ack(5 * SMSS + 1));
+    assert_eq!(cwnd(&t, c), 5 * SMSS, "slow start stops at ssthresh");
+    t.discard();
+    // Congestion avoidance: +1 SMSS once a full window (5000 bytes) is acknowledged.
+    for k in 6..10 {
+        t.inject(205, ack(k * SMSS + 1));
+        assert_eq!(cwnd(&t, c), 5 * SMSS, "no growth before a window's worth of ACKs");
+        t.discard();
+    }
+    t.inject(205, ack(10 * SMSS + 1));
+    assert_eq!(cwnd(&t, c), 6 * SMSS);
+}
+
+/// Seed 000 and RFC 5681 §3.2 / RFC 3042, exactly. Segment 1 of 10 is lost; segments 2..10
+/// arrive and each draws a duplicate ACK.
+/// - Duplicate ACKs 1 and 2: limited transmit sends one new segment each (11, 12).
+/// - Duplicate ACK 3: fast retransmit of segment 1; ssthresh = FlightSize/2 = 6000,
+///   cwnd = ssthresh + 3 SMSS = 9000.
+/// - Each further duplicate ACK inflates cwnd by one SMSS; new data flows once cwnd exceeds
+///   the 12 segments in flight: W/2 − 1 = 5 new segments (13..17) for W = 12.
+/// - The recovery ACK (for everything up to 12) deflates cwnd to ssthresh, and only one
+///   segment may go out: no burst.
+#[test]
+fn fast_retransmit_and_recovery_follow_seed_000_algebra() {
+    let (mut t, c) = established(false);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    let dup = ack(1);
+    t.inject(10, dup.clone());
+    expect_segments(&mut t, 10, 11, 1);
+    t.inject(10, dup.clone());
+    expect_segments(&mut t, 10, 12, 1);
+    t.expect_nothing(10);
+    t.inject(10, dup.clone());
+    t.expect(10, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(10);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.ssthresh, info.cwnd), (6 * SMSS, 9 * SMSS));
+    assert_eq!(info.stats.fast_retransmits, 1);
+    // Duplicate ACKs 4..11 (segments 5..12 arriving).
+    let mut new_segments = 0;
+    for k in 4..=11u32 {
+        t.inject(10, dup.clone());
+        assert_eq!(cwnd(&t, c), (9 + k - 3) * SMSS, "inflation at duplicate ACK {k}");
+        if k >= 7 {
+            expect_segments(&mut t, 10, 13 + (k - 7), 1);
+            new_segments += 1;
+        }
+        t.expect_nothing(10);
+    }
+    assert_eq!(new_segments, 12 / 2 - 1, "W/2 - 1 new segments during recovery");
+    // The retransmission of segment 1 arrives: the recovery ACK.
+    t.inject(20, ack(12 * SMSS + 1));
+    assert_eq!(cwnd(&t, c), 6 * SMSS, "deflated to ssthresh");
+    expect_segments(&mut t, 20, 18, 1);
+    t.expect_nothing(20);
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.rtos, 0);
+}
+
+/// RFC 6582 §3.2 step 3: two segments lost from one window. The partial ACK (acking up to
+/// the second hole) retransmits the next hole at once and deflates cwnd by the amount
+/// acknowledged, adding back one SMSS; no RTO.
+#[test]
+fn newreno_partial_ack_retransmits_the_next_hole() {
+    let (mut t, c) = established(false);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    // Segments 1 and 4 lost. Segments 2, 3, 5.. draw duplicate ACKs of 1.
+    for _ in 0..2 {
+        t.inject(10, ack(1));
+    }
+    t.discard(); // limited transmit: 11, 12
+    t.inject(10, ack(1));
+    t.expect(10, seg(".").seq(1).len(1000).any_options());
+    assert_eq!(cwnd(&t, c), 9 * SMSS);
+    // Segment 1's retransmission arrives: ACK up to the second hole (segment 4).
+    t.inject(20, ack(3 * SMSS + 1));
+    t.expect(20, seg(".").seq(3001).len(1000).any_options());
+    // cwnd = 9000 - 3000 acked + 1000 = 7000.
+    assert_eq!(cwnd(&t, c), 7 * SMSS);
+    t.discard();
+    t.inject(30, ack(12 * SMSS + 1));
+    assert_eq!(cwnd(&t, c), 6 * SMSS, "full ACK: deflated to ssthresh");
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.rtos, 0);
+}
+
+/// RFC 6582 §3.2 step 1: duplicate ACKs that only cover data below `recover` (left over
+/// from a completed recovery) must not start another fast retransmit.
+#[test]
+fn no_second_fast_retransmit_for_old_duplicates() {
+    let (mut t, c) = established(false);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    for _ in 0..3 {
+        t.inject(10, ack(1));
+    }
+    t.discard();
+    // A partial ACK, then three duplicates of it (still inside the recovery): no new
+    // fast retransmit episode.
+    t.inject(20, ack(5 * SMSS + 1));
+    t.discard();
+    for _ in 0..3 {
+        t.inject(20, ack(5 * SMSS + 1));
+    }
+    t.discard();
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 1);
+}
+
+/// RFC 6675: SACK recovery repairs several holes in one round trip. Segments 2, 5 and 8 of
+/// 10 are lost; the peer SACKs the rest, including segments 11 and 12 sent in slow start.
+/// Every hole is retransmitted before the cumulative ACK moves, and cwnd follows ssthresh
+/// (no NewReno inflation). Segment 8 is retransmitted only once IsLost holds for it: three
+/// SACKed segments above it (9, 10 and 11), not after the first two.
+#[test]
+fn sack_recovery_repairs_several_holes_per_rtt() {
+    let (mut t, c) = established(true);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    let s = |n: u32| (n - 1) * SMSS + 1; // first byte of segment n
+    t.inject(10, ack(s(2)));
+    t.discard(); // two new segments in slow start
+    t.inject(10, ack(s(2)).sack(&[(s(3), s(4))]));
+    t.inject(10, ack(s(2)).sack(&[(s(3), s(5))]));
+    t.inject(10, ack(s(2)).sack(&[(s(6), s(7)), (s(3), s(5))]));
+    t.inject(10, ack(s(2)).sack(&[(s(6), s(8)), (s(3), s(5))]));
+    t.inject(10, ack(s(2)).sack(&[(s(9), s(10)), (s(6), s(8)), (s(3), s(5))]));
+    t.inject(10, ack(s(2)).sack(&[(s(9), s(11)), (s(6), s(8)), (s(3), s(5))]));
+    t.collect();
+    let before_11: Vec<u32> = t.log.iter().filter(|x| x.len > 0).map(|x| x.seq).collect();
+    assert_eq!(before_11.iter().filter(|&&q| q == s(8)).count(), 1, "segment 8 not yet lost: {before_11:?}");
+    t.inject(10, ack(s(2)).sack(&[(s(9), s(12)), (s(6), s(8)), (s(3), s(5))]));
+    t.inject(10, ack(s(2)).sack(&[(s(9), s(13)), (s(6), s(8)), (s(3), s(5))]));
+    t.collect();
+    let sent: Vec<u32> = t.log.iter().filter(|x| x.len > 0).map(|x| x.seq).collect();
+    for hole in [2, 5, 8] {
+        assert!(
+            sent.iter().filter(|&&q| q == s(hole)).count() == 2,
+            "segment {hole} retransmitted once within the round trip; sent {sent:?}"
+        );
+    }
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!(info.stats.fast_retransmits, 1);
+    assert_eq!(info.stats.rtos, 0);
+    assert!(info.cwnd <= info.ssthresh, "RFC 6675: cwnd = ssthresh during recovery, no inflation");
+    // The ACK for everything ends recovery with cwnd = ssthresh.
+    let last = t.log.iter().map(|x| x.seq + x.len as u32).max().unwrap();
+    t.inject(30, ack(last));
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!(info.cwnd, info.ssthresh);
+}
+
+/// RFC 2883 §4: a first SACK block below the cumulative ACK is a D-SACK: the receiver got a
+/// duplicate, so a retransmission was spurious. It is counted and marks nothing.
+#[test]
+fn dsack_counts_a_spurious_retransmission() {
+    let (mut t, c) = established(true);
+    t.stack.tcp_send(c, &vec![0u8; 20_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    t.inject(10, ack(3001).sack(&[(1, 1001)]));
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!(info.stats.spurious_retransmits, 1);
+    // A D-SACK inside the second block (a duplicate of SACKed data) is one too.
+    t.inject(11, ack(3001).sack(&[(5001, 6001), (5001, 7001)]));
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.spurious_retransmits, 2);
+}
+
+/// Hostile SACK blocks (RFC 6675 §5, RFC 5961 spirit): blocks beyond snd_max, below
+/// snd_una, inverted, or huge change nothing; duplicated and overlapping valid blocks mark
+/// each segment once. No recovery starts from bogus information.
+#[test]
+fn hostile_sack_blocks_change_nothing_they_must_not() {
+    let (mut t, c) = established(true);
+    t.stack.tcp_send(c, &vec![0u8; 20_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    t.inject(10, ack(1001));
+    t.discard();
+    let before = t.stack.tcp_info(c).unwrap();
+    // Beyond what was sent, below snd_una, inverted, covering 2^31 bytes:
+    t.inject(11, ack(1001).sack(&[(50_001, 60_001), (1, 1001), (5001, 3001), (2001, 2001 + (1u32 << 31))]));
+    t.inject(11, ack(1001).sack(&[(50_001, 60_001)]));
+    t.inject(11, ack(1001).sack(&[(12_001, 13_001), (900_000_000, 900_001_000)]));
+    t.collect();
+    let after = t.stack.tcp_info(c).unwrap();
+    assert_eq!(after.stats.fast_retransmits, 0, "no recovery from bogus blocks");
+    assert!(after.cwnd >= before.cwnd - SMSS);
+    // Duplicated and overlapping valid blocks: segments 3-5 SACKed, three dupacks with the
+    // same information -> exactly one recovery, retransmitting segment 2 only once.
+    for _ in 0..3 {
+        t.inject(12, ack(1001).sack(&[(2001, 5001), (2001, 4001), (3001, 5001)]));
+    }
+    t.collect();
+    let retransmits_of_2 = t.log.iter().filter(|x| x.seq == 1001 && x.len > 0).count();
+    assert_eq!(retransmits_of_2, 2, "sent once, retransmitted once");
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 1);
+}
