@@ -45,9 +45,6 @@ fn handshake_transfer_and_orderly_close() {
             }
         }
     }));
-    eprintln!("A {:?}\nB {:?}", p.a.tcp_info(c).unwrap(), p.b.tcp_info(s).unwrap());
-    eprintln!("A counters {:?}\nB counters {:?}", p.a.counters(), p.b.counters());
-    eprintln!("now {:?}", p.now);
     assert_eq!(got.len(), data.len());
     assert!(got == data, "bytes differ");
     p.b.tcp_close(s).unwrap();
@@ -55,4 +52,45 @@ fn handshake_transfer_and_orderly_close() {
     assert!(p.run_until(Duration::from_secs(120), |p| p.a.tcp().connections() == 0 && p.b.tcp().connections() == 0));
     assert_eq!(p.a.pool().available(), p.a.pool().capacity());
     assert_eq!(p.b.pool().available(), p.b.pool().capacity());
+}
+
+/// Seed 000 / issue 4: in a steady bulk transfer over the pipe, at least 95% of data
+/// segments take the receiver's header-prediction fast path and at least 95% of ACKs take
+/// the sender's. (Counted over every segment each side received, handshake and FIN
+/// included, so the ratio is conservative.)
+#[test]
+fn bulk_transfer_runs_on_the_fast_path() {
+    let mut p = Pair::new();
+    let l = p.b.tcp_listen(B, 80, 16).unwrap();
+    let c = p.a.tcp_connect(B, 80).unwrap();
+    let mut server = None;
+    assert!(p.run_until(Duration::from_secs(5), |p| {
+        server = server.or_else(|| p.b.tcp_accept(l).ok());
+        server.is_some() && p.a.tcp_readiness(c).unwrap().writable
+    }));
+    let s = server.unwrap();
+    let total = 20_000_000usize;
+    let chunk = vec![0x5au8; 65536];
+    let (mut sent, mut received) = (0usize, 0usize);
+    let mut buf = vec![0u8; 65536];
+    assert!(p.run_until(Duration::from_secs(600), |p| {
+        while sent < total {
+            match p.a.tcp_send(c, &chunk[..chunk.len().min(total - sent)]) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        while let Ok(n) = p.b.tcp_recv(s, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            received += n;
+        }
+        received == total
+    }));
+    let (a, b) = (p.a.counters(), p.b.counters());
+    let data_share = b.fast_path_data as f64 / b.segs_in as f64;
+    let ack_share = a.fast_path_acks as f64 / a.segs_in as f64;
+    assert!(data_share >= 0.95, "receiver fast path: {} of {} segments", b.fast_path_data, b.segs_in);
+    assert!(ack_share >= 0.95, "sender fast path: {} of {} ACKs", a.fast_path_acks, a.segs_in);
 }

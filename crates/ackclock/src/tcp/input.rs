@@ -19,6 +19,123 @@ use crate::time::Duration;
 use crate::wire::{checksum, SackBlocks, TcpFlags};
 use core::net::Ipv4Addr;
 
+/// Header prediction mask (seed 000): data offset, the SYN/FIN/RST/URG/ACK bits (PSH may
+/// vary), and the window field.
+const FMASK: u32 = 0xf000_0000 | ((0x01 | 0x02 | 0x04 | 0x20 | 0x10) << 16) | 0xffff;
+
+/// The word the fast path expects at bytes 12..16 of a segment, or 0 when no segment can be
+/// predicted: ESTABLISHED, not recovering, nothing out of order, still reading, and the
+/// peer's window unchanged. Recomputed whenever any of that changes.
+pub(crate) fn pred_flags(tcb: &Tcb) -> u32 {
+    let raw_wnd = tcb.snd_wnd >> tcb.snd_wscale;
+    if tcb.state != State::Established
+        || tcb.recovery.is_some()
+        || tcb.dupacks != 0
+        || !tcb.ooo.is_empty()
+        || tcb.rcv_fin.is_some()
+        || tcb.shut_rd
+        || raw_wnd > 0xffff
+        || raw_wnd << tcb.snd_wscale != tcb.snd_wnd
+    {
+        return 0;
+    }
+    let words = if tcb.ts_enabled { 8 } else { 5 };
+    (words << 28) | ((TcpFlags::ACK.bits() as u32) << 16) | raw_wnd
+}
+
+/// What the fast path did.
+pub(crate) enum Fast {
+    /// In-order data queued (case a) or a pure ACK processed (case b); whether output is
+    /// owed and whether a timer changed.
+    Done { dirty: bool, rearm: bool },
+    /// Predicted but the checksum failed: dropped and counted.
+    Dropped,
+}
+
+/// Header prediction (Van Jacobson's `tcp_usrrecv` fast path, seed 000; BSD `tcp_input`).
+/// `w` are the first eight big-endian words of the segment, `len` its payload length.
+/// (a) pure in-order data with ack == snd_una: queue the pbuf, advance rcv_nxt, delayed-ACK
+/// rule; (b) pure ACK of new data, window unchanged: release, sample, grow, wake the writer.
+#[inline]
+pub(crate) fn fast_path(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    w: &[u32; 8],
+    seg: PBuf,
+    checksum_ok: bool,
+) -> Result<Fast, PBuf> {
+    let (seq, ack, flg) = (SeqNumber(w[1]), SeqNumber(w[2]), w[3]);
+    if flg & FMASK != tcb.pred_flags || seq != tcb.rcv_nxt || tcb.pred_flags == 0 {
+        return Err(seg);
+    }
+    let hl = ((flg >> 28) * 4) as usize;
+    if seg.len() < hl {
+        return Err(seg); // truncated: the full path rejects it
+    }
+    let ts = if tcb.ts_enabled {
+        if w[5] != crate::wire::tcp::TS_ONLY_PREFIX || ts_older(w[6], tcb.ts_recent) {
+            return Err(seg); // other options, or PAWS says old: full path
+        }
+        Some((w[6], w[7]))
+    } else {
+        None
+    };
+    let len = seg.len() - hl;
+    let header_sum = if checksum_ok { 0 } else { tcb.ph_sum_for(seg.len(), &seg.data()[..hl]) };
+    if len == 0 {
+        // (b) A pure ACK for new data.
+        if !(tcb.snd_una < ack && ack <= tcb.snd_max) {
+            return Err(seg);
+        }
+        if !checksum_ok && header_sum != 0xffff {
+            env.counters.drop(DropReason::BadChecksum);
+            return Ok(Fast::Dropped);
+        }
+        let s = Segment {
+            src: tcb.tuple.remote_addr,
+            dst: tcb.tuple.local_addr,
+            src_port: tcb.tuple.remote_port,
+            dst_port: tcb.tuple.local_port,
+            seq,
+            ack,
+            flags: TcpFlags::ACK,
+            wnd: flg as u16,
+            mss: None,
+            wscale: None,
+            sack_permitted: false,
+            ts,
+            sack: SackBlocks::new(),
+            len: 0,
+            header_sum,
+        };
+        if let Some((tsval, _)) = ts {
+            if seq <= tcb.last_ack_sent {
+                tcb.ts_recent = tsval;
+                tcb.ts_recent_age = env.now;
+            }
+        }
+        ack_advance(env, tcb, &s);
+        tcb.snd_wl1 = seq;
+        tcb.snd_wl2 = ack;
+        tcb.last_rcv = env.now;
+        env.counters.fast_path_acks += 1;
+        return Ok(Fast::Done { dirty: true, rearm: true });
+    }
+    // (a) Pure in-order data that fits.
+    if ack != tcb.snd_una || len > tcb.rcv_space() {
+        return Err(seg);
+    }
+    let unverified = (!checksum_ok).then_some(Unverified { header_sum, tsval: ts.map(|t| t.0) });
+    let mut payload = seg;
+    let _ = payload.trim_front(hl);
+    let fake = Segment { seq, ack, len: len as u32, ts, ..Segment::EMPTY };
+    let had_delack = tcb.timers.delack.is_some();
+    receive_in_order(env, tcb, seq, payload, len as u32, unverified, &fake);
+    tcb.last_rcv = env.now;
+    env.counters.fast_path_data += 1;
+    Ok(Fast::Done { dirty: tcb.ack_now, rearm: had_delack != tcb.timers.delack.is_some() })
+}
+
 /// A parsed segment header.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Segment {
@@ -43,6 +160,24 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
+    const EMPTY: Segment = Segment {
+        src: Ipv4Addr::UNSPECIFIED,
+        dst: Ipv4Addr::UNSPECIFIED,
+        src_port: 0,
+        dst_port: 0,
+        seq: SeqNumber(0),
+        ack: SeqNumber(0),
+        flags: TcpFlags::ACK,
+        wnd: 0,
+        mss: None,
+        wscale: None,
+        sack_permitted: false,
+        ts: None,
+        sack: SackBlocks::new(),
+        len: 0,
+        header_sum: 0,
+    };
+
     /// SEG.LEN: payload plus SYN and FIN (RFC 9293 §3.4).
     pub fn seg_len(&self) -> u32 {
         self.len + self.flags.contains(TcpFlags::SYN) as u32 + self.flags.contains(TcpFlags::FIN) as u32

@@ -285,6 +285,8 @@ impl Tcp {
             listener: None,
             dirty: false,
             stats: ConnStats::default(),
+            pred_flags: 0,
+            ph_sum: checksum::pseudo_header(tuple.remote_addr, tuple.local_addr, crate::wire::IpProtocol::TCP.0, 0),
         }
     }
 
@@ -355,10 +357,59 @@ impl Tcp {
         }
     }
 
-    /// Process one received TCP segment.
+    /// Recompute a connection's header prediction after its state changed.
+    fn repredict(&mut self, idx: u32) {
+        if let Some(tcb) = self.tcb_mut(idx) {
+            tcb.pred_flags = input::pred_flags(tcb);
+        }
+    }
+
+    /// Process one received TCP segment: header prediction first, then the full path.
     pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, io: Io<'_>) {
         self.counters.segs_in += 1;
+        let Io { pool, iface, tx } = io;
         let TcpIngress { src, dst, mut segment, checksum_ok } = ing;
+        let data = segment.data();
+        if data.len() >= 20 {
+            let mut w = [0u32; 8];
+            for (i, c) in data.chunks_exact(4).take(8).enumerate() {
+                w[i] = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+            }
+            let tuple = FourTuple {
+                local_addr: dst,
+                local_port: w[0] as u16,
+                remote_addr: src,
+                remote_port: (w[0] >> 16) as u16,
+            };
+            if let Some(idx) = self.lookup(&tuple) {
+                if let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() {
+                    let mut env = Env {
+                        now,
+                        config: &self.config,
+                        counters: &mut self.counters,
+                        challenge: &mut self.challenge,
+                        pool,
+                        iface: &mut *iface,
+                        tx: &mut *tx,
+                    };
+                    match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
+                        Ok(input::Fast::Done { dirty, rearm }) => {
+                            if dirty {
+                                self.mark_dirty(idx);
+                            }
+                            if rearm {
+                                self.rearm(idx);
+                            }
+                            return;
+                        }
+                        Ok(input::Fast::Dropped) => return,
+                        Err(seg) => segment = seg,
+                    }
+                }
+            }
+        }
+        self.counters.slow_path += 1;
+        let io = Io { pool, iface, tx };
         let (seg, hdr_len) = match parse_segment(src, dst, segment.data()) {
             Ok(x) => x,
             Err(_) => {
@@ -455,6 +506,7 @@ impl Tcp {
         }
         self.mark_dirty(idx);
         self.rearm(idx);
+        self.repredict(idx);
     }
 
     /// No connection for the segment: a listener may take it, otherwise RST (RFC 9293
@@ -556,6 +608,7 @@ impl Tcp {
                 _ => {
                     self.mark_dirty(idx);
                     self.rearm(idx);
+                    self.repredict(idx);
                 }
             }
         }
@@ -875,6 +928,7 @@ impl Tcp {
             _ => return Ok(()),
         }
         self.mark_dirty(idx);
+        self.repredict(idx);
         Ok(())
     }
 
@@ -886,6 +940,7 @@ impl Tcp {
         tcb.rcvq.clear();
         tcb.rcv_queued = 0;
         tcb.rcv_unverified = 0;
+        self.repredict(idx);
         Ok(())
     }
 

@@ -277,6 +277,11 @@ pub(crate) struct Tcb {
     pub dirty: bool,
 
     pub stats: ConnStats,
+    /// Header prediction: the expected offset/flags/window word (see `input::pred_flags`).
+    pub pred_flags: u32,
+    /// Sum of the pseudo-header's addresses and protocol (seed 000's `ph_sum`), so that a
+    /// segment's checksum costs only its header and length.
+    pub ph_sum: u16,
 }
 
 impl Tcb {
@@ -289,6 +294,13 @@ impl Tcb {
         } else {
             self.rcv_nxt
         }
+    }
+
+    /// Pseudo-header plus header sum of a segment of `seg_len` bytes whose header is `hdr`.
+    #[inline]
+    pub fn ph_sum_for(&self, seg_len: usize, hdr: &[u8]) -> u16 {
+        use crate::wire::checksum;
+        checksum::add(checksum::add(self.ph_sum, seg_len as u16), checksum::sum(hdr))
     }
 
     /// The congestion window in force: the algorithm's, plus NewReno's recovery inflation.

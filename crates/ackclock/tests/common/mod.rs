@@ -63,11 +63,17 @@ impl Pair {
     }
 
     /// Run until `done` or `limit` of virtual time passes. Returns whether `done` held.
+    /// `done` runs between receive and transmit, where an application reads and writes in
+    /// the canonical sans-IO loop (so the ACKs that follow see the space it freed).
     pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
         let end = self.now + limit;
         while self.now < end {
-            self.step();
-            if done(self) {
+            self.a.receive(self.now, &mut self.da);
+            self.b.receive(self.now, &mut self.db);
+            let finished = done(self);
+            self.a.transmit(self.now, &mut self.da);
+            self.b.transmit(self.now, &mut self.db);
+            if finished {
                 return true;
             }
             self.advance();
