@@ -54,7 +54,7 @@ pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
         }
         let (l, r) = (SeqNumber(l), SeqNumber(r));
         // Ignore empty, inverted, out-of-range blocks.
-        if !(l < r) || l < tcb.snd_una || r > tcb.snd_max || r.since(l) > tcb.snd_max.since(tcb.snd_una) {
+        if r <= l || l < tcb.snd_una || r > tcb.snd_max || r.since(l) > tcb.snd_max.since(tcb.snd_una) {
             continue;
         }
         let first = super::output::index_of(tcb, l);
