@@ -74,7 +74,16 @@ fn active_open_completes() {
     let port = syn.src_port;
     t.inject(
         10,
-        seg("S.").seq(PEER_ISS).ack(1).win(29200).mss(1460).sack_ok().ts(5000, syn.ts.unwrap().0).ws(7).port(port).peer_port(80),
+        seg("S.")
+            .seq(PEER_ISS)
+            .ack(1)
+            .win(29200)
+            .mss(1460)
+            .sack_ok()
+            .ts(5000, syn.ts.unwrap().0)
+            .ws(7)
+            .port(port)
+            .peer_port(80),
     );
     t.expect(10, seg(".").seq(1).ack(PEER_ISS + 1).ts(ANY, 5000).any_options());
     assert!(t.stack.tcp_readiness(c).unwrap().writable);

@@ -424,8 +424,20 @@ pub(crate) fn synchronized(
     // ("special allowance should be made to accept valid ACKs, URGs, and RSTs").
     let zero_window_probe = !acceptable && rcv_wnd == 0 && seg.seq == tcb.rcv_nxt;
     if !acceptable && !zero_window_probe {
-        // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost; send it again.
         if tcb.state == State::SynReceived && f.contains(TcpFlags::SYN) && seg.seq == tcb.irs {
+            if f.contains(TcpFlags::ACK) && tcb.snd_una < seg.ack && seg.ack <= tcb.snd_max {
+                // Simultaneous open (RFC 9293 §3.5 figure 7, line 6): the peer's SYN-ACK
+                // acknowledges our SYN: ESTABLISHED, and acknowledge its SYN.
+                tcb.state = State::Established;
+                ack_advance(env, tcb, seg);
+                tcb.snd_wnd = (seg.wnd as u32) << tcb.snd_wscale;
+                tcb.max_snd_wnd = tcb.snd_wnd;
+                tcb.snd_wl1 = seg.seq;
+                tcb.snd_wl2 = seg.ack;
+                tcb.ack_now = true;
+                return if tcb.listener.is_some() { Outcome::Established } else { Outcome::Keep };
+            }
+            // A retransmitted SYN: our SYN-ACK was lost; send it again.
             tcb.snd_nxt = tcb.iss;
             return Outcome::Keep;
         }
@@ -433,6 +445,18 @@ pub(crate) fn synchronized(
             if let Some(o) = time_wait_syn(tcb, seg) {
                 return o;
             }
+        }
+        if f.contains(TcpFlags::SYN) && !f.contains(TcpFlags::RST) {
+            // RFC 5961 §4.2: a SYN in a synchronized state draws a (rate-limited) challenge
+            // ACK whatever its sequence number.
+            challenge_ack(env, tcb);
+            env.counters.drop(DropReason::OutOfWindow);
+            return Outcome::Keep;
+        }
+        if tcb.state == State::TimeWait && f.contains(TcpFlags::FIN) && !f.contains(TcpFlags::RST) {
+            // A retransmitted FIN: our last ACK was lost. ACK again and restart 2 MSL
+            // (RFC 9293 §3.10.7.4, TIME-WAIT; Linux TCP_TW_ACK).
+            enter_time_wait(env, tcb);
         }
         if !f.contains(TcpFlags::RST) {
             tcb.ack_now = true;

@@ -436,7 +436,7 @@ impl Tcp {
         let _ = segment.trim_front(hdr_len);
         match idx {
             Some(i) => self.connection_input(now, i, &seg, segment, unverified, io),
-            None => self.no_connection(now, &seg, io),
+            None => self.no_connection(now, &seg, None, io),
         }
     }
 
@@ -450,6 +450,7 @@ impl Tcp {
         io: Io<'_>,
     ) {
         let Io { pool, iface, tx } = io;
+        let has_listener = self.listener_for(seg.dst, seg.dst_port).is_some();
         let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() else { return };
         // Linux drops the handshake's final ACK when the accept queue is full; the client
         // retransmits and the connection completes once the application accepts.
@@ -498,10 +499,19 @@ impl Tcp {
                 return;
             }
             Outcome::Reincarnate => {
-                self.retire(idx);
-                self.free(idx);
-                self.no_connection(now, seg, Io { pool, iface, tx });
-                return;
+                if !has_listener {
+                    // Nobody listens (we had opened actively): stay in TIME-WAIT and ACK,
+                    // as Linux falls through from TW_SYN to TW_ACK.
+                    tcb.ack_now = true;
+                } else {
+                    // RFC 1122 §4.2.2.13 / Linux: the new incarnation's ISS lies above the
+                    // old sequence space. A handle the application still holds keeps the
+                    // old connection's data (retire frees only unowned slots).
+                    let iss = tcb.snd_max + 65537;
+                    self.retire(idx);
+                    self.no_connection(now, seg, Some(iss), Io { pool, iface, tx });
+                    return;
+                }
             }
         }
         self.mark_dirty(idx);
@@ -511,7 +521,7 @@ impl Tcp {
 
     /// No connection for the segment: a listener may take it, otherwise RST (RFC 9293
     /// §3.10.7.1, CLOSED state).
-    fn no_connection(&mut self, now: Instant, seg: &Segment, io: Io<'_>) {
+    fn no_connection(&mut self, now: Instant, seg: &Segment, iss: Option<SeqNumber>, io: Io<'_>) {
         let Io { pool, iface, tx } = io;
         let listener = self.listener_for(seg.dst, seg.dst_port);
         let mut env = Env {
@@ -558,6 +568,9 @@ impl Tcp {
         };
         let mtu = env.iface.capabilities().mtu;
         let mut tcb = self.new_tcb(now, tuple, opts, mtu, State::SynReceived);
+        if let Some(iss) = iss {
+            tcb.set_iss(iss);
+        }
         tcb.listener = Some(lidx);
         tcb.irs = seg.seq;
         tcb.rcv_nxt = seg.seq + 1;
@@ -957,11 +970,18 @@ impl Tcp {
             return self.abort(now, idx, io);
         }
         self.shutdown_write(idx)?;
+        let fin_wait_2_timeout = self.config.fin_wait_2_timeout;
         if let Some(tcb) = self.tcb_mut(idx) {
             tcb.shut_rd = true;
             tcb.orphan = true;
-            if tcb.state == State::Closed {
-                self.free(idx);
+            match tcb.state {
+                State::Closed => self.free(idx),
+                State::FinWait2 => {
+                    // Already half-closed and acknowledged: the orphan timeout starts now.
+                    tcb.timers.keepalive = Some(now + fin_wait_2_timeout);
+                    self.rearm(idx);
+                }
+                _ => {}
             }
         }
         Ok(())

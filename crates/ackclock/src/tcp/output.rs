@@ -253,7 +253,10 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
     if !tcb.state.can_receive() {
         return false;
     }
-    let right = tcb.rcv_nxt + tcb.rcv_space() as u32;
+    // The most we could advertise: the free space, but no more than the window field
+    // can carry with our scale.
+    let max_wnd = (u16::MAX as usize) << tcb.rcv_wscale;
+    let right = tcb.ack_seq() + tcb.rcv_space().min(max_wnd) as u32;
     if right <= tcb.rcv_adv {
         return false;
     }

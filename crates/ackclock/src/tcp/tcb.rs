@@ -296,6 +296,16 @@ impl Tcb {
         }
     }
 
+    /// Start the send sequence space at `iss` (before anything is sent).
+    pub fn set_iss(&mut self, iss: SeqNumber) {
+        self.iss = iss;
+        self.snd_una = iss;
+        self.snd_nxt = iss;
+        self.snd_max = iss;
+        self.snd_end = iss + 1;
+        self.recover = iss;
+    }
+
     /// Pseudo-header plus header sum of a segment of `seg_len` bytes whose header is `hdr`.
     #[inline]
     pub fn ph_sum_for(&self, seg_len: usize, hdr: &[u8]) -> u16 {

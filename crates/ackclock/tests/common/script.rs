@@ -163,7 +163,16 @@ pub struct Sent {
 
 impl fmt::Debug for Sent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}:{}({}) ack {} win {}", self.flags, self.seq, self.seq.wrapping_add(self.len as u32), self.len, self.ack, self.win)?;
+        write!(
+            f,
+            "{} {}:{}({}) ack {} win {}",
+            self.flags,
+            self.seq,
+            self.seq.wrapping_add(self.len as u32),
+            self.len,
+            self.ack,
+            self.win
+        )?;
         let mut opts = vec![];
         if let Some(m) = self.mss {
             opts.push(format!("mss {m}"));
@@ -443,4 +452,14 @@ fn check(ms: u64, want: &Seg, got: &Sent) {
     }
     // SACK blocks are given in the peer's absolute numbers (they describe peer data).
     assert_eq!(want.sack, got.sack, "SACK blocks: {}", ctx());
+}
+
+impl Script {
+    /// Let the stack run at the current time and return everything it sent that no `expect`
+    /// has consumed yet, in order (for tests where several connections answer at once and
+    /// their relative order is not part of the behaviour under test).
+    pub fn sent_now(&mut self) -> Vec<Sent> {
+        self.collect();
+        self.pending.drain(..).collect()
+    }
 }
