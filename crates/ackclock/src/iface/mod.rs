@@ -108,6 +108,7 @@ impl Interface {
 
     /// Process a received frame. TCP segments are returned for the TCP layer; ARP and ICMP
     /// are answered here (replies go into `tx`); anything else is counted and dropped.
+    #[inline]
     pub fn ingress(
         &mut self,
         now: Instant,
@@ -129,15 +130,13 @@ impl Interface {
             }
             (eth.ethertype(), eth.header_len())
         };
-        let src_mac = EthernetAddress::from_bytes(&frame.data()[6..12]);
-        // Cannot fail: the Ethernet view checked the length.
-        let _ = frame.trim_front(eth_len);
         match ethertype {
+            EtherType::IPV4 => self.ipv4_ingress(now, frame, eth_len, pool, tx, counters),
             EtherType::ARP => {
+                let _ = frame.trim_front(eth_len);
                 self.arp_ingress(now, &frame, pool, tx, counters);
                 None
             }
-            EtherType::IPV4 => self.ipv4_ingress(now, frame, src_mac, pool, tx, counters),
             _ => {
                 counters.drop(DropReason::UnknownProtocol);
                 None
@@ -145,62 +144,57 @@ impl Interface {
         }
     }
 
+    /// IPv4 (RFC 791, RFC 1122 §3.2.1): version, header length, total length (which also
+    /// drops Ethernet padding), fragments, destination, header checksum. Only the fields the
+    /// stack uses are read.
+    #[inline]
     fn ipv4_ingress(
         &mut self,
         now: Instant,
         mut frame: PBuf,
-        src_mac: EthernetAddress,
+        eth_len: usize,
         pool: &Pool,
         tx: &mut Batch,
         counters: &mut Counters,
     ) -> Option<TcpIngress> {
         let verified = self.caps.rx_checksum || frame.meta.flags.contains(Flags::CSUM_VERIFIED);
-        let (ip, header_len) = {
-            let Ok(packet) = Ipv4Packet::new_checked(frame.data()) else {
+        let (src, dst, protocol, header_len, total_len) = {
+            let Ok(ip) = Ipv4Packet::new_checked(&frame.data()[eth_len..]) else {
                 counters.drop(DropReason::Malformed);
                 return None;
             };
-            match Ipv4Repr::parse(&packet, !verified) {
-                Ok(ip) => (ip, packet.header_len()),
-                Err(crate::wire::Error::BadChecksum) => {
-                    counters.drop(DropReason::BadChecksum);
-                    return None;
-                }
-                Err(_) => {
-                    counters.drop(DropReason::Malformed);
-                    return None;
-                }
+            if !verified && !ip.verify_checksum() {
+                counters.drop(DropReason::BadChecksum);
+                return None;
             }
+            (ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.header_len(), ip.total_len() as usize)
         };
-        if ip.dst_addr != self.config.addr {
+        if dst != self.config.addr {
             counters.drop(DropReason::NotForUs);
             return None;
         }
-        if ip.fragment.is_some() {
+        if Ipv4Packet::new_unchecked(&frame.data()[eth_len..]).is_fragment() {
             counters.drop(DropReason::Fragment);
             return None;
         }
-        // Keep exactly the IP payload: the total length decides, padding is dropped.
-        let _ = frame.trim_front(header_len);
-        let _ = frame.truncate(ip.payload_len);
-        match ip.protocol {
-            IpProtocol::TCP => Some(TcpIngress {
-                src: ip.src_addr,
-                dst: ip.dst_addr,
-                checksum_ok: self.caps.rx_checksum
-                    || frame.meta.flags.contains(Flags::CSUM_VERIFIED)
-                    || frame.meta.flags.contains(Flags::CSUM_PARTIAL),
-                segment: frame,
-            }),
-            IpProtocol::ICMP => {
-                self.icmp_ingress(now, frame, ip, src_mac, pool, tx, counters);
-                None
-            }
-            _ => {
-                counters.drop(DropReason::UnknownProtocol);
-                None
-            }
+        if protocol == IpProtocol::ICMP {
+            let src_mac = EthernetAddress::from_bytes(&frame.data()[6..12]);
+            let _ = frame.trim_front(eth_len + header_len);
+            let _ = frame.truncate(total_len - header_len);
+            self.icmp_ingress(now, frame, src, src_mac, pool, tx, counters);
+            return None;
         }
+        if protocol != IpProtocol::TCP {
+            counters.drop(DropReason::UnknownProtocol);
+            return None;
+        }
+        // Keep exactly the TCP segment: the total length decides, padding is dropped.
+        let _ = frame.trim_front(eth_len + header_len);
+        let _ = frame.truncate(total_len - header_len);
+        let checksum_ok = self.caps.rx_checksum
+            || frame.meta.flags.contains(Flags::CSUM_VERIFIED)
+            || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
+        Some(TcpIngress { src, dst, segment: frame, checksum_ok })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -208,7 +202,7 @@ impl Interface {
         &mut self,
         now: Instant,
         frame: PBuf,
-        ip: Ipv4Repr,
+        src_ip: Ipv4Addr,
         src_mac: EthernetAddress,
         pool: &Pool,
         tx: &mut Batch,
@@ -244,8 +238,8 @@ impl Interface {
         };
         reply.emit(&mut Icmpv4Packet::new_unchecked(bytes));
         // Reply to the MAC the request came from: no ARP round trip for a ping.
-        self.arp.learn(now, ip.src_addr, src_mac);
-        match self.encapsulate(now, &mut out, ip.src_addr, IpProtocol::ICMP) {
+        self.arp.learn(now, src_ip, src_mac);
+        match self.encapsulate(now, &mut out, src_ip, IpProtocol::ICMP) {
             Ok(next) => self.dispatch(now, out, next, pool, tx, counters),
             Err(_) => counters.drop(DropReason::NoBuffer),
         }

@@ -81,7 +81,17 @@ pub(crate) fn fast_path(
         None
     };
     let len = seg.len() - hl;
-    let header_sum = if checksum_ok { 0 } else { tcb.ph_sum_for(seg.len(), &seg.data()[..hl]) };
+    // Seed 000's precomputed pseudo-header sum plus the header words already in registers:
+    // 32-bit big-endian words fold to the same ones'-complement sum as 16-bit ones.
+    let header_sum = if checksum_ok {
+        0
+    } else {
+        let mut acc = tcb.ph_sum as u64 + seg.len() as u64;
+        for &x in &w[..hl / 4] {
+            acc += x as u64;
+        }
+        crate::wire::checksum::fold(acc)
+    };
     if len == 0 {
         // (b) A pure ACK for new data.
         if !(tcb.snd_una < ack && ack <= tcb.snd_max) {
@@ -128,9 +138,8 @@ pub(crate) fn fast_path(
     let unverified = (!checksum_ok).then_some(Unverified { header_sum, tsval: ts.map(|t| t.0) });
     let mut payload = seg;
     let _ = payload.trim_front(hl);
-    let fake = Segment { seq, ack, len: len as u32, ts, ..Segment::EMPTY };
     let had_delack = tcb.timers.delack.is_some();
-    receive_in_order(env, tcb, seq, payload, len as u32, unverified, &fake);
+    receive_in_order(env, tcb, seq, payload, len as u32, unverified, ts);
     tcb.last_rcv = env.now;
     env.counters.fast_path_data += 1;
     Ok(Fast::Done { dirty: tcb.ack_now, rearm: had_delack != tcb.timers.delack.is_some() })
@@ -160,24 +169,6 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    const EMPTY: Segment = Segment {
-        src: Ipv4Addr::UNSPECIFIED,
-        dst: Ipv4Addr::UNSPECIFIED,
-        src_port: 0,
-        dst_port: 0,
-        seq: SeqNumber(0),
-        ack: SeqNumber(0),
-        flags: TcpFlags::ACK,
-        wnd: 0,
-        mss: None,
-        wscale: None,
-        sack_permitted: false,
-        ts: None,
-        sack: SackBlocks::new(),
-        len: 0,
-        header_sum: 0,
-    };
-
     /// SEG.LEN: payload plus SYN and FIN (RFC 9293 §3.4).
     pub fn seg_len(&self) -> u32 {
         self.len + self.flags.contains(TcpFlags::SYN) as u32 + self.flags.contains(TcpFlags::FIN) as u32
@@ -743,7 +734,7 @@ fn text_and_fin(
     }
     if len > 0 {
         if seq == tcb.rcv_nxt {
-            receive_in_order(env, tcb, seq, payload, len, unverified, seg);
+            receive_in_order(env, tcb, seq, payload, len, unverified, seg.ts);
         } else if tcb.ooo.segments() >= max_ooo_segments(tcb) {
             env.counters.drop(DropReason::RcvQueueFull);
             tcb.ack_now = true;
@@ -779,6 +770,7 @@ fn max_ooo_segments(tcb: &Tcb) -> usize {
     (tcb.opts.recv_buffer / (tcb.rmss.max(1) as usize / 2).max(1)).max(16)
 }
 
+#[inline]
 fn receive_in_order(
     env: &mut Env,
     tcb: &mut Tcb,
@@ -786,7 +778,7 @@ fn receive_in_order(
     mut payload: PBuf,
     len: u32,
     unverified: Option<Unverified>,
-    seg: &Segment,
+    ts: Option<(u32, u32)>,
 ) {
     let had_ooo = !tcb.ooo.is_empty();
     // Tiny segments are copied into the tail of the queue when they fit, so each does not
@@ -814,15 +806,16 @@ fn receive_in_order(
     tcb.stats.bytes_received += len as u64;
     if unverified.is_none() {
         // RFC 7323 §4.3: TS.Recent from a verified segment at or before Last.ACK.sent.
-        if let (true, Some((tsval, _))) = (tcb.ts_enabled, seg.ts) {
-            if seg.seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
+        if let (true, Some((tsval, _))) = (tcb.ts_enabled, ts) {
+            if seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
                 tcb.ts_recent = tsval;
                 tcb.ts_recent_age = env.now;
             }
         }
     }
     // Drain what this segment made contiguous.
-    while let Some((pos, buf)) = tcb.ooo.pop_ready(tcb.rcv_nxt_pos) {
+    while !tcb.ooo.is_empty() {
+        let Some((pos, buf)) = tcb.ooo.pop_ready(tcb.rcv_nxt_pos) else { break };
         let n = buf.len() as u32;
         let s = tcb.pos_seq(pos);
         tcb.rcvq.push_back(RxSeg { seq: s, buf, unverified: None });

@@ -371,10 +371,10 @@ impl Tcp {
         let TcpIngress { src, dst, mut segment, checksum_ok } = ing;
         let data = segment.data();
         if data.len() >= 20 {
-            let mut w = [0u32; 8];
-            for (i, c) in data.chunks_exact(4).take(8).enumerate() {
-                w[i] = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-            }
+            // The header's first eight words (the last three only with options), loaded once.
+            let word =
+                |i: usize| data.get(4 * i..4 * i + 4).map_or(0, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+            let w = [word(0), word(1), word(2), word(3), word(4), word(5), word(6), word(7)];
             let tuple = FourTuple {
                 local_addr: dst,
                 local_port: w[0] as u16,
@@ -394,7 +394,7 @@ impl Tcp {
                     };
                     match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
                         Ok(input::Fast::Done { dirty, rearm }) => {
-                            if dirty {
+                            if dirty && !self.slots[idx as usize].tcb.as_ref().is_some_and(|t| t.dirty) {
                                 self.mark_dirty(idx);
                             }
                             if rearm {

@@ -306,13 +306,6 @@ impl Tcb {
         self.recover = iss;
     }
 
-    /// Pseudo-header plus header sum of a segment of `seg_len` bytes whose header is `hdr`.
-    #[inline]
-    pub fn ph_sum_for(&self, seg_len: usize, hdr: &[u8]) -> u16 {
-        use crate::wire::checksum;
-        checksum::add(checksum::add(self.ph_sum, seg_len as u16), checksum::sum(hdr))
-    }
-
     /// The congestion window in force: the algorithm's, plus NewReno's recovery inflation.
     #[inline]
     pub fn cwnd(&self) -> u32 {
