@@ -85,6 +85,17 @@ impl Stack {
         &self.pool
     }
 
+    /// Turn per-connection tracing on or off (off by default; off costs one branch per
+    /// trace point).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.tcp.trace.enabled = on;
+    }
+
+    /// Take the trace records gathered so far.
+    pub fn take_trace(&mut self) -> Vec<crate::tcp::trace::Record> {
+        std::mem::take(&mut self.tcp.trace.records)
+    }
+
     /// Stack-wide counters.
     pub fn counters(&self) -> &Counters {
         &self.tcp.counters

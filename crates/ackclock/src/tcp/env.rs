@@ -4,6 +4,7 @@
 
 use super::config::TcpConfig;
 use super::stats::Counters;
+use super::trace::Trace;
 use crate::buf::Pool;
 use crate::iface::Interface;
 use crate::phy::Batch;
@@ -17,6 +18,7 @@ pub(crate) struct Env<'a> {
     pub pool: &'a Pool,
     pub iface: &'a mut Interface,
     pub tx: &'a mut Batch,
+    pub trace: &'a mut Trace,
 }
 
 /// RFC 5961 §7: at most `limit` challenge ACKs per second, stack-wide.

@@ -14,6 +14,7 @@ use super::recovery;
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{ConnError, RxSeg, State, Tcb, Unverified};
+use super::trace;
 use crate::buf::PBuf;
 use crate::time::Duration;
 use crate::wire::{checksum, SackBlocks, TcpFlags};
@@ -127,12 +128,17 @@ pub(crate) fn fast_path(
         ack_advance(env, tcb, &s);
         tcb.snd_wl1 = seq;
         tcb.snd_wl2 = ack;
+        if env.trace.on() {
+            let ack = trace::rel(tcb, ack);
+            env.trace.event(env.now, tcb, trace::Event::Ack { ack, sack: [(0, 0); 4], sack_len: 0 });
+            env.trace.sample(env.now, tcb);
+        }
         tcb.last_rcv = env.now;
         env.counters.fast_path_acks += 1;
         return Ok(Fast::Done { dirty: true, rearm: true });
     }
     // (a) Pure in-order data that fits.
-    if ack != tcb.snd_una || len > tcb.rcv_space() {
+    if ack != tcb.snd_una || len > tcb.rcv_space() || (!checksum_ok && len < SMALL_SEGMENT) {
         return Err(seg);
     }
     let unverified = (!checksum_ok).then_some(Unverified { header_sum, tsval: ts.map(|t| t.0) });
@@ -263,6 +269,11 @@ pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
     tcb.stats.bytes_received -= back as u64;
     tcb.stats.bad_checksums += 1;
     env.counters.drop(DropReason::BadChecksum);
+    // The dropped bytes owe no ACK.
+    if tcb.rcv_unverified == 0 && tcb.ack_seq() == tcb.last_ack_sent {
+        tcb.timers.delack = None;
+        tcb.unacked_segs = 0;
+    }
 }
 
 /// `a` is older than `b` in timestamp space (RFC 7323 §5.2: compared modulo 2^32).
@@ -315,6 +326,7 @@ pub(crate) fn syn_sent(env: &mut Env, tcb: &mut Tcb, seg: &Segment, payload: PBu
         // Our SYN is acknowledged: ESTABLISHED. The SYN's window is never scaled (RFC 7323 §2.2).
         tcb.state = State::Established;
         ack_advance(env, tcb, seg);
+        tcb.rtt.syn_fallback();
         tcb.snd_wnd = seg.wnd as u32;
         tcb.max_snd_wnd = tcb.snd_wnd;
         tcb.snd_wl1 = seg.seq;
@@ -421,6 +433,7 @@ pub(crate) fn synchronized(
                 // acknowledges our SYN: ESTABLISHED, and acknowledge its SYN.
                 tcb.state = State::Established;
                 ack_advance(env, tcb, seg);
+                tcb.rtt.syn_fallback();
                 tcb.snd_wnd = (seg.wnd as u32) << tcb.snd_wscale;
                 tcb.max_snd_wnd = tcb.snd_wnd;
                 tcb.snd_wl1 = seg.seq;
@@ -506,6 +519,13 @@ pub(crate) fn synchronized(
         return Outcome::Keep;
     }
 
+    // RFC 7323 §4.3 (2) / §5.3 R3: any verified segment at or before Last.ACK.sent.
+    if let (true, Some((tsval, _)), None) = (tcb.ts_enabled, seg.ts, unverified) {
+        if seg.seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
+            tcb.ts_recent = tsval;
+            tcb.ts_recent_age = env.now;
+        }
+    }
     // Fifth: the ACK field.
     if !f.contains(TcpFlags::ACK) {
         env.counters.drop(DropReason::Discarded);
@@ -515,6 +535,7 @@ pub(crate) fn synchronized(
     if tcb.state == State::SynReceived {
         if tcb.snd_una < seg.ack && seg.ack <= tcb.snd_max {
             tcb.state = State::Established;
+            tcb.rtt.syn_fallback();
             tcb.snd_wnd = (seg.wnd as u32) << tcb.snd_wscale;
             tcb.max_snd_wnd = tcb.snd_wnd;
             tcb.snd_wl1 = seg.seq;
@@ -564,6 +585,16 @@ pub(crate) fn synchronized(
         tcb.max_snd_wnd = tcb.max_snd_wnd.max(wnd);
         tcb.snd_wl1 = seg.seq;
         tcb.snd_wl2 = seg.ack;
+    }
+    if env.trace.on() {
+        let sack = seg.sack.as_slice();
+        let mut blocks = [(0u64, 0u64); 4];
+        for (b, &(l, r)) in blocks.iter_mut().zip(sack) {
+            *b = (trace::rel(tcb, SeqNumber(l)), trace::rel(tcb, SeqNumber(r)));
+        }
+        let ack = trace::rel(tcb, seg.ack);
+        env.trace.event(env.now, tcb, trace::Event::Ack { ack, sack: blocks, sack_len: sack.len() as u8 });
+        env.trace.sample(env.now, tcb);
     }
     match tcb.state {
         State::FinWait1 if tcb.fin_acked() => {

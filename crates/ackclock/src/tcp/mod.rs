@@ -22,6 +22,7 @@ pub mod seq;
 pub mod stats;
 pub(crate) mod tcb;
 pub(crate) mod timer;
+pub mod trace;
 pub mod wheel;
 
 pub use config::{KeepAlive, SocketOptions, TcpConfig};
@@ -86,6 +87,7 @@ pub struct Tcp {
     ts_key: [u64; 2],
     pub(crate) counters: Counters,
     challenge: ChallengeLimiter,
+    pub(crate) trace: trace::Trace,
     /// Connections in use (every state but free).
     live: usize,
 }
@@ -146,6 +148,7 @@ impl Tcp {
             ts_key: hash::derive_key(seed, 5),
             counters: Counters::default(),
             challenge: ChallengeLimiter::default(),
+            trace: trace::Trace::default(),
             live: 0,
             config,
         }
@@ -391,6 +394,7 @@ impl Tcp {
                         pool,
                         iface: &mut *iface,
                         tx: &mut *tx,
+                        trace: &mut self.trace,
                     };
                     match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
                         Ok(input::Fast::Done { dirty, rearm }) => {
@@ -463,6 +467,7 @@ impl Tcp {
             }
         }
         tcb.stats.segs_in += 1;
+        let before = tcb.state;
         let mut env = Env {
             now,
             config: &self.config,
@@ -471,6 +476,7 @@ impl Tcp {
             pool,
             iface,
             tx,
+            trace: &mut self.trace,
         };
         let outcome = match tcb.state {
             State::SynSent => input::syn_sent(&mut env, tcb, seg, payload),
@@ -484,6 +490,9 @@ impl Tcp {
                 o
             }
         };
+        if tcb.state != before {
+            self.trace.event(now, tcb, trace::Event::State(tcb.state));
+        }
         match outcome {
             Outcome::Keep => {}
             Outcome::Established => {
@@ -532,6 +541,7 @@ impl Tcp {
             pool,
             iface,
             tx,
+            trace: &mut self.trace,
         };
         let f = seg.flags;
         let Some(lidx) = listener else {
@@ -586,9 +596,11 @@ impl Tcp {
             pool,
             iface,
             tx,
+            trace: &mut self.trace,
         };
         input::negotiate(&mut env, &mut tcb, seg);
         // Data on a SYN is dropped (no TCP Fast Open); the peer sends it again.
+        self.trace.event(now, &tcb, trace::Event::State(tcb.state));
         let Some(idx) = self.insert(tcb) else {
             self.counters.drop(DropReason::NoBuffer);
             return;
@@ -607,6 +619,7 @@ impl Tcp {
         self.wheel.expire(now, |k| expired.push(k));
         for &idx in &expired {
             let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { continue };
+            let before = tcb.state;
             let mut env = Env {
                 now,
                 config: &self.config,
@@ -615,8 +628,13 @@ impl Tcp {
                 pool,
                 iface: &mut *iface,
                 tx: &mut *tx,
+                trace: &mut self.trace,
             };
-            match timer::expire(&mut env, tcb) {
+            let outcome = timer::expire(&mut env, tcb);
+            if tcb.state != before {
+                self.trace.event(now, tcb, trace::Event::State(tcb.state));
+            }
+            match outcome {
                 Outcome::Delete => self.retire(idx),
                 _ => {
                     self.mark_dirty(idx);
@@ -649,6 +667,7 @@ impl Tcp {
                 pool,
                 iface: &mut *iface,
                 tx: &mut *tx,
+                trace: &mut self.trace,
             };
             output::output(&mut env, tcb);
             self.rearm(idx);
@@ -709,6 +728,7 @@ impl Tcp {
                     pool,
                     iface: &mut *iface,
                     tx: &mut *tx,
+                    trace: &mut self.trace,
                 };
                 output::send_abort(&mut env, tcb);
                 tcb.listener = None;
@@ -770,6 +790,7 @@ impl Tcp {
             }
         };
         let tcb = self.new_tcb(now, tuple_for(port), opts, mtu, State::SynSent);
+        self.trace.event(now, &tcb, trace::Event::State(tcb.state));
         let idx = self.insert(tcb).ok_or(Error::NoBufferSpace)?;
         self.counters.active_opens += 1;
         self.mark_dirty(idx);
@@ -856,6 +877,7 @@ impl Tcp {
             pool,
             iface,
             tx,
+            trace: &mut self.trace,
         };
         let mut copied = 0;
         while copied < dst.len() {
@@ -1005,6 +1027,7 @@ impl Tcp {
                 pool,
                 iface,
                 tx,
+                trace: &mut self.trace,
             };
             output::send_abort(&mut env, tcb);
         }

@@ -113,11 +113,11 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
         tcb.rexmt_start.get_or_insert(env.now);
     }
     let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
-    if waiting && tcb.snd_wnd == 0 && tcb.snd_max == tcb.snd_una {
+    if waiting && tcb.snd_max == tcb.snd_una {
         if tcb.timers.persist.is_none() {
             tcb.timers.persist = Some(env.now + persist_interval(tcb));
         }
-    } else if tcb.snd_wnd > 0 {
+    } else {
         tcb.timers.persist = None;
     }
 }
@@ -166,7 +166,13 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // Nagle (RFC 9293 §3.7.4): a short last segment waits while data is
             // unacknowledged, unless nodelay or the FIN goes with it.
             let short = seg_len < smss;
-            if short && is_last && !tcb.opts.nodelay && !tcb.fin_queued && tcb.snd_max != tcb.snd_una {
+            if short
+                && is_last
+                && tcb.sndq[idx].sent == 0
+                && !tcb.opts.nodelay
+                && !tcb.fin_queued
+                && tcb.snd_max != tcb.snd_una
+            {
                 break;
             }
             let fin = is_last && tcb.fin_queued;
@@ -491,6 +497,10 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
     seg.sent += 1;
     seg.sent_at = env.now;
     env.iface.dispatch(env.now, frame, next, env.pool, env.tx, env.counters);
+    if env.trace.on() {
+        let rel = super::trace::rel(tcb, seq);
+        env.trace.event(env.now, tcb, super::trace::Event::Sent { seq: rel, len, retransmit });
+    }
     let end = seq + len + fin as u32;
     if retransmit {
         tcb.stats.retransmits += 1;

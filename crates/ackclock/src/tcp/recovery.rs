@@ -148,6 +148,8 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
     tcb.stats.fast_retransmits += 1;
     // Karn: nothing sent before this is timed any more.
     tcb.rtt_seq = None;
+    env.trace.event(env.now, tcb, super::trace::Event::FastRetransmit);
+    env.trace.sample(env.now, tcb);
 }
 
 /// A duplicate ACK arrived (RFC 5681 §3.2 steps 2-4, RFC 3042 limited transmit).
@@ -203,6 +205,7 @@ pub(crate) fn on_ack_in_recovery(env: &mut Env, tcb: &mut Tcb, acked: u32) -> bo
         tcb.inflation = 0;
         tcb.dupacks = 0;
         tcb.cc.on_recovery_end(env.now);
+        env.trace.event(env.now, tcb, super::trace::Event::RecoveryEnd);
         return true;
     }
     // Partial ACK.

@@ -88,6 +88,14 @@ impl RttEstimator {
         self.backoff = 0;
     }
 
+    /// RFC 6298 §5.7: no sample yet and the SYN timed out: data starts with RTO = 3 s.
+    pub fn syn_fallback(&mut self) {
+        if self.samples == 0 && self.backoff > 0 {
+            self.base_rto = 3_000_000u64.clamp(micros(self.config.min_rto), micros(self.config.max_rto));
+            self.backoff = 0;
+        }
+    }
+
     /// The retransmission timeout, with backoff.
     pub fn rto(&self) -> Duration {
         let rto = self.base_rto.checked_shl(self.backoff).unwrap_or(u64::MAX);

@@ -79,6 +79,7 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     }
     tcb.rtt.back_off();
     tcb.rtt_seq = None; // Karn's rule
+    env.trace.event(env.now, tcb, super::trace::Event::Rto);
     tcb.stats.rtos += 1;
     env.counters.timeouts += 1;
     match tcb.state {
@@ -100,7 +101,14 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             tcb.snd_nxt_idx = output::index_of(tcb, tcb.snd_una);
         }
     }
-    tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+    // RFC 9293 §3.10.8 / Linux `tcp_clamp_rto_to_user_timeout`: the user timeout is kept
+    // to the moment, not to the next backed-off expiry.
+    let mut next = env.now + tcb.rtt.rto();
+    if let (Some(ut), Some(start)) = (tcb.opts.user_timeout, tcb.rexmt_start) {
+        next = next.min(start + ut);
+    }
+    tcb.timers.rexmt = Some(next);
+    env.trace.sample(env.now, tcb);
     Outcome::Keep
 }
 
