@@ -19,6 +19,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`ackclock ... | head`), as Unix tools do, instead of
+    // panicking on the failed write.
+    // SAFETY: restoring the default disposition of a signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match Cli::parse().command {
         Command::Decode(args) => decode::run(args),
     }
