@@ -108,6 +108,7 @@ impl Stack {
     }
 
     /// Process one received frame.
+    #[inline]
     pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);
         let now = self.now;

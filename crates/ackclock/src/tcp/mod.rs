@@ -368,6 +368,7 @@ impl Tcp {
     }
 
     /// Process one received TCP segment: header prediction first, then the full path.
+    #[inline]
     pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, io: Io<'_>) {
         self.counters.segs_in += 1;
         let Io { pool, iface, tx } = io;
@@ -412,8 +413,14 @@ impl Tcp {
                 }
             }
         }
+        self.input_slow(now, TcpIngress { src, dst, segment, checksum_ok }, Io { pool, iface, tx });
+    }
+
+    /// The full path: everything header prediction did not take.
+    #[inline(never)]
+    fn input_slow(&mut self, now: Instant, ing: TcpIngress, io: Io<'_>) {
         self.counters.slow_path += 1;
-        let io = Io { pool, iface, tx };
+        let TcpIngress { src, dst, mut segment, checksum_ok } = ing;
         let (seg, hdr_len) = match parse_segment(src, dst, segment.data()) {
             Ok(x) => x,
             Err(_) => {
