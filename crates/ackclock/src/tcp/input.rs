@@ -412,7 +412,9 @@ pub(crate) fn synchronized(
     }
 
     // First: is the segment acceptable? (RFC 9293 §3.10.7.4, the four cases.)
-    let rcv_wnd = tcb.rcv_adv.since(tcb.rcv_nxt).min(i32::MAX as u32);
+    // RCV.WND: up to the right edge we advertised (never negative, even if rcv_nxt
+    // reached it).
+    let rcv_wnd = if tcb.rcv_adv > tcb.rcv_nxt { tcb.rcv_adv.since(tcb.rcv_nxt) } else { 0 };
     let seg_len = seg.seg_len();
     let acceptable = match (seg_len, rcv_wnd) {
         (0, 0) => seg.seq == tcb.rcv_nxt,
@@ -756,7 +758,8 @@ fn text_and_fin(
         len -= dup;
         tcb.ack_now = true;
     }
-    let wnd_end = tcb.rcv_nxt + tcb.rcv_adv.since(tcb.rcv_nxt).max(tcb.rcv_space() as u32);
+    // What fits: up to the advertised right edge.
+    let wnd_end = tcb.rcv_adv.max(tcb.rcv_nxt);
     if len > 0 && (seq + len) > wnd_end {
         let keep = if wnd_end > seq { wnd_end.since(seq) } else { 0 };
         let _ = payload.truncate(keep as usize);
