@@ -1,8 +1,8 @@
 //! `ackclock decode`: a frame decoder on the stack's own parsers.
 
 use ackclock::wire::{
-    ArpPacket, ArpRepr, EtherType, EthernetFrame, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket,
-    TcpRepr, UdpPacket,
+    ArpPacket, ArpRepr, EtherType, EthernetFrame, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr,
+    TcpPacket, TcpRepr, UdpPacket,
 };
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
