@@ -54,13 +54,8 @@ pub(crate) fn index_of(tcb: &Tcb, seq: SeqNumber) -> usize {
 pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     match tcb.state {
         State::Closed | State::Listen => return,
-        State::SynSent => {
-            if tcb.snd_nxt == tcb.iss {
-                send_syn(env, tcb);
-            }
-            return;
-        }
-        State::SynReceived => {
+        State::SynSent | State::SynReceived => {
+            // The SYN (or SYN-ACK) is due when snd_nxt was put back to the ISS.
             if tcb.snd_nxt == tcb.iss {
                 send_syn(env, tcb);
             }
