@@ -1297,3 +1297,23 @@ fn malformed_segments_are_counted_and_dropped() {
     t.expect(150, seg(".").seq(1).ack(P + 100).win(65535).ts(ANY, 2000));
     assert_eq!(recv_all(&mut t, c), data);
 }
+
+/// Socket options change on a live connection: turning Nagle off (RFC 9293 §3.7.4's
+/// "nodelay") lets a second short segment out while the first is unacknowledged; the
+/// congestion-control algorithm cannot change after the handshake.
+#[test]
+fn options_change_on_a_live_connection() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(65535).mss(1460));
+    t.stack.tcp_send(c, b"one").unwrap();
+    t.expect(1, seg("P.").seq(1).ack(PEER_ISS + 1).len(3));
+    t.stack.tcp_send(c, b"two").unwrap();
+    t.expect_nothing(2);
+    let mut opts = t.stack.tcp_options(c).unwrap();
+    opts.nodelay = true;
+    t.stack.tcp_set_options(c, opts).unwrap();
+    t.expect(3, seg("P.").seq(4).ack(PEER_ISS + 1).len(3));
+    opts.congestion = ackclock::tcp::cc::Algorithm::Cubic { hystart: false };
+    assert_eq!(t.stack.tcp_set_options(c, opts), Err(ackclock::Error::InvalidArgument));
+}

@@ -247,6 +247,39 @@ impl Stack {
         })
     }
 
+    /// The options in force on a connection.
+    pub fn tcp_options(&self, h: TcpHandle) -> Result<SocketOptions, Error> {
+        let idx = self.conn(h)?;
+        Ok(self.tcp.tcb(idx).ok_or(Error::InvalidHandle)?.opts)
+    }
+
+    /// Change a connection's options. Nagle, keep-alive, the user timeout and the send
+    /// buffer apply at once. The receive buffer may change too, but the window it offers
+    /// is capped by the scale negotiated in the handshake (RFC 7323 §2.3), and an already
+    /// advertised window is never withdrawn. The congestion-control algorithm is fixed once
+    /// the connection exists (`InvalidArgument` if it differs).
+    pub fn tcp_set_options(&mut self, h: TcpHandle, opts: SocketOptions) -> Result<(), Error> {
+        let idx = self.conn(h)?;
+        let t = self.tcp.tcb_mut(idx).ok_or(Error::InvalidHandle)?;
+        if opts.congestion != t.opts.congestion {
+            return Err(Error::InvalidArgument);
+        }
+        if opts.recv_buffer == 0 || opts.send_buffer == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let max_rcv = (u16::MAX as usize) << t.rcv_wscale;
+        t.opts = SocketOptions { recv_buffer: opts.recv_buffer.min(max_rcv), ..opts };
+        if opts.keepalive.is_none() && t.state != State::FinWait2 {
+            t.timers.keepalive = None;
+        } else if let Some(ka) = opts.keepalive {
+            if t.state.is_synchronized() && t.timers.keepalive.is_none() {
+                t.timers.keepalive = Some(self.now + ka.idle);
+            }
+        }
+        self.tcp.changed(idx);
+        Ok(())
+    }
+
     /// A `tcp_info`-like snapshot.
     pub fn tcp_info(&self, h: TcpHandle) -> Result<TcpInfo, Error> {
         let idx = self.conn(h)?;

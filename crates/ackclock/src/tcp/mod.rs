@@ -360,6 +360,13 @@ impl Tcp {
         }
     }
 
+    /// A socket call changed the connection: let it send, re-arm its timers, re-predict.
+    pub(crate) fn changed(&mut self, idx: u32) {
+        self.mark_dirty(idx);
+        self.rearm(idx);
+        self.repredict(idx);
+    }
+
     /// Recompute a connection's header prediction after its state changed.
     fn repredict(&mut self, idx: u32) {
         if let Some(tcb) = self.tcb_mut(idx) {
