@@ -12,9 +12,13 @@
 //! Devices move batches, never one packet per call. A device may hold frames for later
 //! (a simulated link's propagation delay): [`Device::poll_at`] says when it next has work.
 
+pub mod pcap;
 pub mod pipe;
+#[cfg(target_os = "linux")]
 
+pub use pcap::{Capture, PcapWriter, Resolution};
 pub use pipe::{pipe, PipeConfig, PipeEnd};
+#[cfg(target_os = "linux")]
 
 use crate::buf::PBuf;
 use crate::time::Instant;
