@@ -1317,3 +1317,25 @@ fn options_change_on_a_live_connection() {
     opts.congestion = ackclock::tcp::cc::Algorithm::Cubic { hystart: false };
     assert_eq!(t.stack.tcp_set_options(c, opts), Err(ackclock::Error::InvalidArgument));
 }
+
+/// RFC 7323 §5.3 with Linux's `tcp_disordered_ack` exemption: a pure duplicate ACK that
+/// arrives after a newer one (older TSval by less than an RTO) is not a PAWS drop; a data
+/// segment with the same old timestamp still is.
+#[test]
+fn reordered_duplicate_ack_is_not_a_paws_drop() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(65535).mss(1460).ts(1000, 0));
+    t.stack.tcp_send(c, &[1u8; 3000]).unwrap();
+    t.expect(1, seg(".").seq(1).len(1448).ts(ANY, 1001));
+    t.expect(1, seg(".").seq(1449).len(1448).ts(ANY, 1001));
+    t.discard();
+    // Newer ACK first (TSval 1010), then an older duplicate of the original ACK (1005).
+    t.inject(2, seg(".").seq(PEER_ISS + 1).ack(1).win(65535).ts(1010, ANY));
+    t.inject(2, seg(".").seq(PEER_ISS + 1).ack(1).win(65535).ts(1005, ANY));
+    assert_eq!(t.stack.counters().drops_paws, 0);
+    // Data with an old timestamp is still dropped.
+    t.inject(3, seg("P.").seq(PEER_ISS + 1).ack(1).win(65535).ts(1004, ANY).len(10));
+    assert_eq!(t.stack.counters().drops_paws, 1);
+    let _ = c;
+}

@@ -396,9 +396,11 @@ pub(crate) fn synchronized(
     tcb.last_rcv = env.now;
     tcb.keepalive_probes = 0;
 
-    // RFC 7323 §5.3 R1: PAWS, before the sequence check.
+    // RFC 7323 §5.3 R1: PAWS, before the sequence check. A reordered duplicate ACK is let
+    // through, as Linux's `tcp_disordered_ack` does: it changes nothing, and dropping it
+    // would only hide a duplicate ACK from loss detection.
     if let (true, Some((tsval, _))) = (tcb.ts_enabled, seg.ts) {
-        if !f.contains(TcpFlags::RST) && ts_older(tsval, tcb.ts_recent) {
+        if !f.contains(TcpFlags::RST) && ts_older(tsval, tcb.ts_recent) && !disordered_ack(tcb, seg, tsval) {
             if env.now.saturating_duration_since(tcb.ts_recent_age) > PAWS_IDLE {
                 // R3: TS.Recent is stale; take the new one.
                 tcb.ts_recent = tsval;
@@ -627,6 +629,17 @@ pub(crate) fn synchronized(
     } else {
         o
     }
+}
+
+/// Linux `tcp_disordered_ack`: a pure duplicate ACK at rcv_nxt that would not update the
+/// window, whose timestamp is older than TS.Recent by less than an RTO (in ms ticks).
+fn disordered_ack(tcb: &Tcb, seg: &Segment, tsval: u32) -> bool {
+    seg.flags == TcpFlags::ACK
+        && seg.len == 0
+        && seg.seq == tcb.rcv_nxt
+        && seg.ack == tcb.snd_una
+        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
+        && (tcb.ts_recent.wrapping_sub(tsval) as u64) <= tcb.rtt.rto().as_millis() as u64
 }
 
 /// RFC 6191 / Linux `tcp_timewait_state_process`: a SYN to a TIME-WAIT connection opens a
