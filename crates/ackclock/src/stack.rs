@@ -148,14 +148,12 @@ impl Stack {
         &mut self.tx
     }
 
-    /// Timers, output, and Tx_Ready: hand the frames to the device. Repeats while the ring
-    /// filled up and the device keeps taking frames.
+    /// Timers, output, and Tx_Ready: hand the frames to the device. The device is called
+    /// even with nothing to send, so that a device with timing of its own (delayed frames)
+    /// can move them. Repeats while the ring filled up and the device keeps taking frames.
     pub fn transmit(&mut self, now: Instant, dev: &mut impl Device) {
         loop {
             self.dispatch(now);
-            if self.tx.is_empty() {
-                break;
-            }
             let was_full = self.tx.is_full();
             dev.transmit(self.now, &mut self.tx);
             if !was_full || !self.tx.is_empty() {
