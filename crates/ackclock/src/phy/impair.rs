@@ -83,15 +83,7 @@ impl Way {
     }
 
     fn lose(&mut self) -> bool {
-        match self.cfg.loss {
-            Loss::None => false,
-            Loss::Bernoulli(p) => p > 0.0 && self.rng.chance(p),
-            Loss::GilbertElliott { p, r, loss_good, loss_bad } => {
-                let lost = self.rng.chance(if self.bad { loss_bad } else { loss_good });
-                self.bad = if self.bad { !self.rng.chance(r) } else { self.rng.chance(p) };
-                lost
-            }
-        }
+        self.cfg.loss.draw(&mut self.rng, &mut self.bad)
     }
 
     /// Apply the impairment to `frame`, holding what is delayed; frames due at once go to

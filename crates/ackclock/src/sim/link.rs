@@ -111,6 +111,20 @@ pub enum Loss {
 }
 
 impl Loss {
+    /// Draw whether the next frame is lost; `bad` is the Gilbert-Elliott chain's state,
+    /// which moves after the draw.
+    pub fn draw(&self, rng: &mut Rng, bad: &mut bool) -> bool {
+        match *self {
+            Loss::None => false,
+            Loss::Bernoulli(p) => p > 0.0 && rng.chance(p),
+            Loss::GilbertElliott { p, r, loss_good, loss_bad } => {
+                let lost = rng.chance(if *bad { loss_bad } else { loss_good });
+                *bad = if *bad { !rng.chance(r) } else { rng.chance(p) };
+                lost
+            }
+        }
+    }
+
     /// The long-run fraction of frames lost.
     pub fn mean_rate(&self) -> f64 {
         match *self {
@@ -391,15 +405,7 @@ impl Direction {
     }
 
     fn lose(&mut self) -> bool {
-        match self.channel.impairments.loss {
-            Loss::None => false,
-            Loss::Bernoulli(p) => p > 0.0 && self.rng.chance(p),
-            Loss::GilbertElliott { p, r, loss_good, loss_bad } => {
-                let lost = self.rng.chance(if self.bad { loss_bad } else { loss_good });
-                self.bad = if self.bad { !self.rng.chance(r) } else { self.rng.chance(p) };
-                lost
-            }
-        }
+        self.channel.impairments.loss.draw(&mut self.rng, &mut self.bad)
     }
 
     fn draw(&mut self, p: f64) -> bool {

@@ -46,6 +46,23 @@ use std::collections::{HashMap, VecDeque};
 use tcb::{Tcb, Timers, Unverified};
 use wheel::TimerWheel;
 
+/// The `Env` of a protocol routine, borrowing the stack-wide parts of `$tcp` field by field
+/// (a method would borrow all of it while a TCB is borrowed from its slots).
+macro_rules! env {
+    ($tcp:ident, $now:expr, $pool:expr, $iface:expr, $tx:expr) => {
+        Env {
+            now: $now,
+            config: &$tcp.config,
+            counters: &mut $tcp.counters,
+            challenge: &mut $tcp.challenge,
+            pool: $pool,
+            iface: $iface,
+            tx: $tx,
+            trace: &mut $tcp.trace,
+        }
+    };
+}
+
 /// One connection slot: a generation number (so that stale handles are detected) and the
 /// TCB, if the slot is in use.
 #[derive(Debug, Default)]
@@ -394,16 +411,7 @@ impl Tcp {
             };
             if let Some(idx) = self.lookup(&tuple) {
                 if let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() {
-                    let mut env = Env {
-                        now,
-                        config: &self.config,
-                        counters: &mut self.counters,
-                        challenge: &mut self.challenge,
-                        pool,
-                        iface: &mut *iface,
-                        tx: &mut *tx,
-                        trace: &mut self.trace,
-                    };
+                    let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
                     match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
                         Ok(input::Fast::Done { dirty, rearm }) => {
                             if dirty && !self.slots[idx as usize].tcb.as_ref().is_some_and(|t| t.dirty) {
@@ -482,16 +490,7 @@ impl Tcp {
         }
         tcb.stats.segs_in += 1;
         let before = tcb.state;
-        let mut env = Env {
-            now,
-            config: &self.config,
-            counters: &mut self.counters,
-            challenge: &mut self.challenge,
-            pool,
-            iface,
-            tx,
-            trace: &mut self.trace,
-        };
+        let mut env = env!(self, now, pool, iface, tx);
         let outcome = match tcb.state {
             State::SynSent => input::syn_sent(&mut env, tcb, seg, payload),
             State::Closed | State::Listen => {
@@ -547,16 +546,7 @@ impl Tcp {
     fn no_connection(&mut self, now: Instant, seg: &Segment, iss: Option<SeqNumber>, io: Io<'_>) {
         let Io { pool, iface, tx } = io;
         let listener = self.listener_for(seg.dst, seg.dst_port);
-        let mut env = Env {
-            now,
-            config: &self.config,
-            counters: &mut self.counters,
-            challenge: &mut self.challenge,
-            pool,
-            iface,
-            tx,
-            trace: &mut self.trace,
-        };
+        let mut env = env!(self, now, pool, iface, tx);
         let f = seg.flags;
         let Some(lidx) = listener else {
             env.counters.drop(DropReason::NoConnection);
@@ -602,16 +592,7 @@ impl Tcp {
         tcb.snd_wnd = seg.wnd as u32;
         tcb.snd_wl1 = seg.seq;
         tcb.snd_wl2 = tcb.iss;
-        let mut env = Env {
-            now,
-            config: &self.config,
-            counters: &mut self.counters,
-            challenge: &mut self.challenge,
-            pool,
-            iface,
-            tx,
-            trace: &mut self.trace,
-        };
+        let mut env = env!(self, now, pool, iface, tx);
         input::negotiate(&mut env, &mut tcb, seg);
         // Data on a SYN is dropped (no TCP Fast Open); the peer sends it again.
         self.trace.event(now, &tcb, trace::Event::State(tcb.state));
@@ -634,16 +615,7 @@ impl Tcp {
         for &idx in &expired {
             let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { continue };
             let before = tcb.state;
-            let mut env = Env {
-                now,
-                config: &self.config,
-                counters: &mut self.counters,
-                challenge: &mut self.challenge,
-                pool,
-                iface: &mut *iface,
-                tx: &mut *tx,
-                trace: &mut self.trace,
-            };
+            let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
             let outcome = timer::expire(&mut env, tcb);
             if tcb.state != before {
                 self.trace.event(now, tcb, trace::Event::State(tcb.state));
@@ -673,16 +645,7 @@ impl Tcp {
             i += 1;
             let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { continue };
             tcb.dirty = false;
-            let mut env = Env {
-                now,
-                config: &self.config,
-                counters: &mut self.counters,
-                challenge: &mut self.challenge,
-                pool,
-                iface: &mut *iface,
-                tx: &mut *tx,
-                trace: &mut self.trace,
-            };
+            let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
             output::output(&mut env, tcb);
             self.rearm(idx);
         }
@@ -734,16 +697,7 @@ impl Tcp {
             (0..self.slots.len() as u32).filter(|&i| self.tcb(i).is_some_and(|t| t.listener == Some(lidx))).collect();
         for idx in pending {
             if let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() {
-                let mut env = Env {
-                    now,
-                    config: &self.config,
-                    counters: &mut self.counters,
-                    challenge: &mut self.challenge,
-                    pool,
-                    iface: &mut *iface,
-                    tx: &mut *tx,
-                    trace: &mut self.trace,
-                };
+                let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
                 output::send_abort(&mut env, tcb);
                 tcb.listener = None;
                 tcb.orphan = true;
@@ -883,16 +837,7 @@ impl Tcp {
         let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
             return Err(Error::InvalidHandle);
         };
-        let mut env = Env {
-            now,
-            config: &self.config,
-            counters: &mut self.counters,
-            challenge: &mut self.challenge,
-            pool,
-            iface,
-            tx,
-            trace: &mut self.trace,
-        };
+        let mut env = env!(self, now, pool, iface, tx);
         let mut copied = 0;
         while copied < dst.len() {
             let Some(front) = tcb.rcvq.front_mut() else { break };
@@ -1033,16 +978,7 @@ impl Tcp {
             tcb.state,
             State::SynReceived | State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait
         ) {
-            let mut env = Env {
-                now,
-                config: &self.config,
-                counters: &mut self.counters,
-                challenge: &mut self.challenge,
-                pool,
-                iface,
-                tx,
-                trace: &mut self.trace,
-            };
+            let mut env = env!(self, now, pool, iface, tx);
             output::send_abort(&mut env, tcb);
         }
         tcb.orphan = true;
