@@ -1339,3 +1339,31 @@ fn reordered_duplicate_ack_is_not_a_paws_drop() {
     assert_eq!(t.stack.counters().drops_paws, 1);
     let _ = c;
 }
+
+/// Tiny writes with Nagle off each go out as a segment of their own (unsent writes would
+/// coalesce); the send buffer charges each unacknowledged one at least 256 bytes, so an
+/// application cannot pin a pbuf per byte: with a 4 KiB send buffer, at most 16 one-byte
+/// segments are outstanding before `send` would block.
+#[test]
+fn tiny_writes_are_charged_a_minimum_per_segment() {
+    let mut cfg = tcp_config();
+    cfg.send_buffer = 4096;
+    cfg.nodelay = true;
+    cfg.initial_window = 100;
+    let mut t = Script::new(cfg);
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(65535).mss(1460));
+    let mut queued = 0;
+    for _ in 0..100 {
+        match t.stack.tcp_send(c, b"x") {
+            Ok(1) => {
+                queued += 1;
+                t.collect(); // sent at once, never acknowledged
+            }
+            Err(ackclock::Error::WouldBlock) => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(queued, 4096 / 256);
+    assert!(!t.stack.tcp_readiness(c).unwrap().writable);
+}

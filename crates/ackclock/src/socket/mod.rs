@@ -239,7 +239,7 @@ impl Stack {
         let error = t.error.map(Error::from);
         Ok(Readiness {
             readable: !t.rcvq.is_empty() || read_closed || error.is_some(),
-            writable: t.state.can_send() && !t.fin_queued && t.snd_queued < t.opts.send_buffer,
+            writable: t.state.can_send() && !t.fin_queued && t.snd_queued.max(t.sndq.len() * 256) < t.opts.send_buffer,
             read_closed,
             closed: matches!(t.state, State::Closed | State::TimeWait),
             error,

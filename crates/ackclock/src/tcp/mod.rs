@@ -63,6 +63,9 @@ macro_rules! env {
     };
 }
 
+/// The least a queued send segment costs against the send buffer.
+const MIN_SEGMENT_CHARGE: usize = 256;
+
 /// One connection slot: a generation number (so that stale handles are detected) and the
 /// TCB, if the slot is in use.
 #[derive(Debug, Default)]
@@ -781,7 +784,10 @@ impl Tcp {
             State::SynSent | State::SynReceived => return Err(Error::WouldBlock),
             _ => return Err(Error::NotConnected),
         }
-        let room = tcb.opts.send_buffer.saturating_sub(tcb.snd_queued);
+        // Each queued segment costs at least MIN_SEGMENT_CHARGE bytes of the send buffer
+        // (as Linux charges an skb's truesize), so tiny writes cannot pin a pbuf per byte.
+        let charged = tcb.snd_queued.max(tcb.sndq.len() * MIN_SEGMENT_CHARGE);
+        let room = tcb.opts.send_buffer.saturating_sub(charged);
         if room == 0 {
             return Err(Error::WouldBlock);
         }
