@@ -30,13 +30,13 @@ use core::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Error {
-    /// The buffer is shorter than a fixed header, or than a length the packet declares.
+    /// The buffer is shorter than a fixed header, or than a length the packet declares
+    /// (a header length, an IPv4 total length or a UDP length running past the buffer).
     Truncated,
-    /// A header-length field is out of range (IPv4 IHL < 5, TCP data offset < 5, or
-    /// either pointing past the end of the packet).
+    /// A header-length field below its minimum (IPv4 IHL < 5, TCP data offset < 5).
     BadHeaderLength,
-    /// A total-length field is inconsistent (IPv4 total length < header length or longer
-    /// than the frame; UDP length < 8 or longer than the datagram).
+    /// A length field inconsistent in itself (IPv4 total length < header length, UDP
+    /// length < 8).
     BadLength,
     /// A version field other than the one this format supports (IPv4 version != 4).
     BadVersion,
