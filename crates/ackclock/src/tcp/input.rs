@@ -213,6 +213,7 @@ pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
         && seg.len as usize >= SMALL_SEGMENT
         && seg.sack.is_empty()
         && tcb.ooo.is_empty()
+        && tcb.rcv_fin.is_none()
         && !tcb.shut_rd
         && (seg.len as usize) <= tcb.rcv_space()
 }
@@ -467,7 +468,12 @@ pub(crate) fn synchronized(
             enter_time_wait(env, tcb);
         }
         if !f.contains(TcpFlags::RST) {
-            tcb.ack_now = true;
+            // A segment with data always gets its ACK (it may be a retransmission whose
+            // ACK was lost); a dataless one at most every 500 ms, so that two ends that
+            // disagree cannot ping-pong ACKs (Linux `tcp_oow_rate_limited`).
+            if seg.len > 0 || oow_ack_allowed(env, tcb) {
+                tcb.ack_now = true;
+            }
             // A duplicate of data we already have: report it with a D-SACK (RFC 2883 §4).
             if seg.len > 0 && tcb.sack_enabled && seg.seq < tcb.rcv_nxt {
                 let end = (seg.seq + seg.len).min(tcb.rcv_nxt);
@@ -554,14 +560,14 @@ pub(crate) fn synchronized(
     // RFC 5961 §5.2: acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.NXT].
     let too_old = seg.ack < tcb.snd_una - tcb.max_snd_wnd.max(1).min(i32::MAX as u32);
     if seg.ack > tcb.snd_max || too_old {
-        if seg.ack > tcb.snd_max {
-            tcb.ack_now = true;
-        } else {
-            challenge_ack(env, tcb);
-        }
+        // Both get an ACK through the challenge-ACK budget (RFC 5961 §5.2, §7), never one
+        // per segment: a peer acknowledging data we never sent must not start an ACK loop.
+        challenge_ack(env, tcb);
         env.counters.drop(DropReason::BadAck);
         return outcome;
     }
+    // Any acceptable ACK proves the peer alive: zero-window probing starts counting again.
+    tcb.probes_out = 0;
     tcb.stats.sack_blocks += seg.sack.len() as u64;
     let (sacked_new, dsack) = recovery::update_scoreboard(tcb, seg);
     if dsack {
@@ -651,6 +657,19 @@ fn time_wait_syn(tcb: &Tcb, seg: &Segment) -> Option<Outcome> {
         _ => false,
     };
     (seg.seq > tcb.rcv_nxt || newer_ts).then_some(Outcome::Reincarnate)
+}
+
+/// Linux `tcp_invalid_ratelimit`: at most one ACK per 500 ms per connection for dataless
+/// out-of-window segments.
+fn oow_ack_allowed(env: &Env, tcb: &mut Tcb) -> bool {
+    const OOW_INTERVAL: Duration = Duration::from_millis(500);
+    match tcb.last_oow_ack {
+        Some(t) if env.now.saturating_duration_since(t) < OOW_INTERVAL => false,
+        _ => {
+            tcb.last_oow_ack = Some(env.now);
+            true
+        }
+    }
 }
 
 /// RFC 5961 §7: challenge ACKs are rate limited stack-wide.
@@ -882,6 +901,12 @@ fn receive_in_order(
 
 /// The peer's FIN is next in sequence (eighth step).
 fn fin_arrives(env: &mut Env, tcb: &mut Tcb) -> Outcome {
+    // A FIN changes state: the data before it must be known good first. If a deferred
+    // segment fails, rcv_nxt falls back behind the FIN, which stays remembered.
+    verify_pending(env, tcb);
+    if tcb.rcv_fin != Some(tcb.rcv_nxt) {
+        return Outcome::Keep;
+    }
     tcb.rcv_fin = None;
     tcb.advance_rcv_nxt(1);
     tcb.ack_now = true;

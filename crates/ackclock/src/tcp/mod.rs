@@ -281,6 +281,8 @@ impl Tcp {
             rexmt_start: None,
             persist_backoff: 0,
             keepalive_probes: 0,
+            probes_out: 0,
+            last_oow_ack: None,
             last_rcv: now,
             cc: opts.congestion.build(eff as u32, self.config.initial_window),
             inflation: 0,

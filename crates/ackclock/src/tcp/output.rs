@@ -16,6 +16,9 @@ use crate::buf::{BufError, PBuf};
 use crate::iface::{tcp_pseudo_sum, NextHop};
 use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags, TcpPacket, TcpRepr};
 
+/// How soon output starved of buffers tries again.
+const RETRY_INTERVAL: crate::time::Duration = crate::time::Duration::from_millis(10);
+
 /// Bytes of Ethernet + IPv4 header the interface prepends.
 const LINK_AND_IP: usize = 14 + 20;
 
@@ -100,6 +103,11 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     // merely because the SYN's unscaled window was small.
     if !sent && tcb.ack_now {
         let _ = send_bare(env, tcb, tcb.snd_nxt, TcpFlags::ACK);
+    }
+    // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
+    let fin_owed = tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.snd_nxt_idx >= tcb.sndq.len();
+    if !sent && (tcb.ack_now || fin_owed) && env.pool.available() == 0 {
+        tcb.timers.retry.get_or_insert(env.now + RETRY_INTERVAL);
     }
     // Timers: retransmission while anything is in flight; persist when data waits on a
     // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).

@@ -133,11 +133,13 @@ pub(crate) struct Timers {
     pub keepalive: Option<Instant>,
     /// TIME_WAIT's 2 MSL.
     pub time_wait: Option<Instant>,
+    /// Output was starved of buffers with something owed (an ACK, a FIN): try again.
+    pub retry: Option<Instant>,
 }
 
 impl Timers {
     pub fn earliest(&self) -> Option<Instant> {
-        [self.rexmt, self.persist, self.delack, self.keepalive, self.time_wait].into_iter().flatten().min()
+        [self.rexmt, self.persist, self.delack, self.keepalive, self.time_wait, self.retry].into_iter().flatten().min()
     }
 }
 
@@ -217,6 +219,10 @@ pub(crate) struct Tcb {
     pub persist_backoff: u32,
     /// Keep-alive probes sent without an answer.
     pub keepalive_probes: u32,
+    /// Zero-window probes sent since the peer last acknowledged anything.
+    pub probes_out: u32,
+    /// When we last answered a dataless out-of-window segment (rate limit).
+    pub last_oow_ack: Option<Instant>,
     /// Last time a segment arrived (keep-alive idle time).
     pub last_rcv: Instant,
 

@@ -36,6 +36,10 @@ pub(crate) fn expire(env: &mut Env, tcb: &mut Tcb) -> Outcome {
         tcb.timers.delack = None;
         tcb.ack_now = true;
     }
+    if due(tcb.timers.retry) {
+        // Buffers may be back: the caller runs output next.
+        tcb.timers.retry = None;
+    }
     if due(tcb.timers.keepalive) {
         tcb.timers.keepalive = None;
         if keepalive(env, tcb) == Outcome::Delete {
@@ -129,6 +133,13 @@ fn persist(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             return time_out(env, tcb);
         }
     }
+    // Linux `tcp_probe_timer`: a peer that answers nothing for max_retries probes is gone
+    // (any ACK resets the count, so a live peer with a closed window is probed forever,
+    // as RFC 9293 §3.8.6.1 requires).
+    if tcb.probes_out >= env.config.max_retries {
+        return time_out(env, tcb);
+    }
+    tcb.probes_out += 1;
     tcb.stats.window_probes += 1;
     let usable = tcb.snd_wnd.min(tcb.cwnd());
     let idx = tcb.snd_nxt_idx;
