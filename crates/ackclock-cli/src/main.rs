@@ -1,6 +1,8 @@
 //! The `ackclock` command-line tool. One module per subcommand.
 
 mod decode;
+#[cfg(target_os = "linux")]
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -16,6 +18,9 @@ struct Cli {
 enum Command {
     /// Decode an Ethernet frame (hex) with ackclock's own parsers.
     Decode(decode::DecodeArgs),
+    /// Serve discard, echo, chargen and HTTP (GET /bytes/N) on a TAP device.
+    #[cfg(target_os = "linux")]
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -27,5 +32,7 @@ fn main() -> ExitCode {
     }
     match Cli::parse().command {
         Command::Decode(args) => decode::run(args),
+        #[cfg(target_os = "linux")]
+        Command::Serve(args) => serve::run(args),
     }
 }

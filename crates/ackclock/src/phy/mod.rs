@@ -16,11 +16,13 @@ pub mod impair;
 pub mod pcap;
 pub mod pipe;
 #[cfg(target_os = "linux")]
+pub mod tap;
 
 pub use impair::{ImpairStats, Impaired, Impairment};
 pub use pcap::{Capture, PcapWriter, Resolution};
 pub use pipe::{pipe, PipeConfig, PipeEnd};
 #[cfg(target_os = "linux")]
+pub use tap::{Tap, TapConfig, TapCounters, TapMode};
 
 use crate::buf::PBuf;
 use crate::time::Instant;

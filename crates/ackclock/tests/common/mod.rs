@@ -82,4 +82,5 @@ impl Pair {
     }
 }
 
+pub mod netns;
 pub mod script;

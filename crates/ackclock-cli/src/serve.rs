@@ -1,0 +1,581 @@
+//! `ackclock serve`: discard (9), echo (7), chargen (19) and a small HTTP/1.1 server (80)
+//! on the stack, over a Linux TAP device.
+//!
+//! HTTP: `GET /bytes/N` (or `HEAD`) answers `N` bytes of a fixed pattern with a
+//! `Content-Length`; byte `i` of the body is `(i % 251) as u8` (251 is prime, so the pattern
+//! does not line up with any power-of-two buffer or segment size, and a misplaced chunk
+//! shows in a hash). Any other path is 404. Connections are kept alive (HTTP/1.1 default;
+//! HTTP/1.0 with `Connection: keep-alive`); requests may be pipelined.
+//!
+//! The loop is the sans-IO one: `stack.receive`, serve the sockets, `stack.transmit`, then
+//! sleep in `Tap::wait` until a frame arrives or the stack's next timer. Every connection
+//! has a bounded application buffer (64 KiB for echo, 8 KiB of request head for HTTP);
+//! chargen and HTTP bodies are generated, not buffered. SIGINT/SIGTERM end it: connections
+//! are reset, listeners closed, and the TAP goes away with its descriptor if serve created
+//! it.
+
+use ackclock::buf::{Pool, PoolConfig};
+use ackclock::iface::InterfaceConfig;
+use ackclock::phy::{Device, Tap, TapConfig, TapMode};
+use ackclock::time::{Duration, Instant};
+use ackclock::{Error, ListenerHandle, Stack, StackConfig, TcpHandle};
+use clap::Args;
+use core::net::Ipv4Addr;
+use std::io::Write;
+use std::process::{Command, ExitCode};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Serve discard (9), echo (7), chargen (19) and HTTP (80, `GET /bytes/N`) on a TAP device.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// TAP interface to open, created if it does not exist.
+    #[arg(long)]
+    tap: String,
+    /// The stack's address and prefix length, e.g. 10.0.0.2/24.
+    #[arg(long)]
+    addr: Cidr,
+    /// Give the kernel side of the TAP this address (e.g. 10.0.0.1/24) and bring it up.
+    #[arg(long)]
+    host_addr: Option<Cidr>,
+    /// Move the TAP into this network namespace first (its kernel side then lives there).
+    #[arg(long)]
+    netns: Option<String>,
+    /// Plain TAP: no virtio-net header, no checksum or segmentation offload.
+    #[arg(long)]
+    plain: bool,
+}
+
+/// An IPv4 address with a prefix length.
+#[derive(Clone, Copy, Debug)]
+struct Cidr {
+    addr: Ipv4Addr,
+    prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let (a, p) = s.split_once('/').ok_or_else(|| format!("{s}: expected ADDRESS/PREFIX"))?;
+        let addr = a.parse().map_err(|e| format!("{a}: {e}"))?;
+        let prefix = p.parse().ok().filter(|&p: &u8| p <= 32).ok_or_else(|| format!("{p}: bad prefix length"))?;
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Longest sleep, so a signal that lands just before `ppoll` is seen soon anyway.
+const MAX_WAIT: Duration = Duration::from_millis(200);
+const ECHO_BUFFER: usize = 64 * 1024;
+const HTTP_HEAD_LIMIT: usize = 8 * 1024;
+/// Largest single `tcp_send` of generated data.
+const CHUNK: usize = 16 * 1024;
+/// Body byte `i` is `(i % PATTERN_PERIOD) as u8`.
+const PATTERN_PERIOD: usize = 251;
+/// RFC 864: 72-character lines of the 95 printable characters, each line one further on.
+const CHARGEN_LINE: usize = 72;
+const CHARGEN_PERIOD: usize = 95 * (CHARGEN_LINE + 2);
+
+pub fn run(args: ServeArgs) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ackclock serve: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn ip(netns: Option<&str>, args: &[&str]) -> Result<(), String> {
+    let mut cmd = Command::new("ip");
+    if let Some(ns) = netns {
+        cmd.args(["-n", ns]);
+    }
+    let out = cmd.args(args).output().map_err(|e| format!("ip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(())
+}
+
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: writes at most 8 bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
+    let mode = if args.plain { TapMode::Plain } else { TapMode::Offload };
+    let tap_config = TapConfig { mode, mtu: 1500 };
+    // Offload mode: 64 KiB buffers, touched only when used.
+    let rx_buffers = if args.plain { 4096 } else { 1024 };
+    let rx_pool = Pool::new(Tap::pool_config(&tap_config, rx_buffers)).map_err(|e| format!("receive pool: {e}"))?;
+    let mut tap = Tap::open(&args.tap, tap_config, rx_pool).map_err(|e| format!("TAP {}: {e}", args.tap))?;
+    let name = tap.name().to_string();
+    let netns = args.netns.as_deref();
+    if let Some(ns) = netns {
+        ip(None, &["link", "set", &name, "netns", ns])?;
+    }
+    if let Some(host) = args.host_addr {
+        ip(netns, &["addr", "replace", &host.to_string(), "dev", &name])?;
+        ip(netns, &["link", "set", &name, "up"])?;
+    }
+
+    let clock_start = std::time::Instant::now();
+    // The stack's epoch is one second before start, so no timestamp is zero.
+    let clock = || Instant::from_secs(1) + clock_start.elapsed();
+    let mut config = StackConfig::new(InterfaceConfig::new(args.addr.addr, args.addr.prefix));
+    config.seed = random_seed();
+    // Send buffers of many connections live in this pool (256 KiB each by default).
+    config.pool = PoolConfig { buffers: 32 * 1024, ..PoolConfig::default() };
+    let mut stack = Stack::new(config, tap.capabilities(), clock()).map_err(|e| format!("stack: {e}"))?;
+    let any = Ipv4Addr::UNSPECIFIED;
+    let listeners: Vec<(ListenerHandle, Service)> =
+        [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)]
+            .into_iter()
+            .map(|(port, svc)| {
+                stack.tcp_listen(any, port, 128).map(|l| (l, svc)).map_err(|e| format!("listen {port}: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
+    println!(
+        "ackclock serve: tap {name} ({}), stack {}{}{}; discard:9 echo:7 chargen:19 http:80; ready",
+        if args.plain { "plain" } else { "offload" },
+        args.addr,
+        args.host_addr.map_or(String::new(), |h| format!(", host {h}")),
+        netns.map_or(String::new(), |n| format!(", netns {n}")),
+    );
+    let _ = std::io::stdout().flush();
+
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut scratch = vec![0u8; ECHO_BUFFER];
+    let pattern: Vec<u8> = (0..PATTERN_PERIOD + CHUNK).map(|i| (i % PATTERN_PERIOD) as u8).collect();
+    let chargen: Vec<u8> = chargen_pattern(CHARGEN_PERIOD + CHUNK);
+    let gen = Generated { pattern: &pattern, chargen: &chargen };
+    let mut accepted = 0u64;
+    let mut result = Ok(());
+    while !STOP.load(Ordering::Relaxed) {
+        let now = clock();
+        stack.receive(now, &mut tap);
+        for &(l, svc) in &listeners {
+            while let Ok(h) = stack.tcp_accept(l) {
+                accepted += 1;
+                conns.push(Conn::new(h, svc));
+            }
+        }
+        conns.retain_mut(|c| match c.step(&mut stack, &mut scratch, &gen) {
+            Step::Keep => true,
+            Step::Close => {
+                let _ = stack.tcp_close(c.handle);
+                false
+            }
+        });
+        stack.transmit(now, &mut tap);
+        if let Some(e) = tap.take_error() {
+            eprintln!("ackclock serve: {name}: {e}");
+        }
+        let timeout = stack.poll_at().map_or(MAX_WAIT, |t| t.saturating_duration_since(clock()).min(MAX_WAIT));
+        if let Err(e) = tap.wait(Some(timeout)) {
+            result = Err(e.to_string());
+            break;
+        }
+    }
+
+    // Shut down: reset what is open, stop listening, and let the resets out.
+    let open = conns.len();
+    for c in conns.drain(..) {
+        let _ = stack.tcp_abort(c.handle);
+    }
+    for (l, _) in listeners {
+        let _ = stack.tcp_unlisten(l);
+    }
+    stack.transmit(clock(), &mut tap);
+    let (d, c) = (tap.stats(), *tap.counters());
+    eprintln!(
+        "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes, {} dropped",
+        d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_csum_partial, d.tx_frames, d.tx_bytes, d.tx_dropped + d.rx_dropped
+    );
+    result
+}
+
+/// RFC 864 chargen lines, repeated to `len` bytes.
+fn chargen_pattern(len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + CHARGEN_LINE + 2);
+    let mut line = 0;
+    while out.len() < len {
+        out.extend((0..CHARGEN_LINE).map(|i| b' ' + ((line + i) % 95) as u8));
+        out.extend_from_slice(b"\r\n");
+        line += 1;
+    }
+    out.truncate(len);
+    out
+}
+
+struct Generated<'a> {
+    pattern: &'a [u8],
+    chargen: &'a [u8],
+}
+
+#[derive(Clone, Copy)]
+enum Service {
+    Discard,
+    Echo,
+    Chargen,
+    Http,
+}
+
+enum State {
+    Discard,
+    Echo { buf: Box<[u8]>, start: usize, end: usize, eof: bool },
+    Chargen { pos: usize },
+    Http(Http),
+}
+
+struct Conn {
+    handle: TcpHandle,
+    state: State,
+}
+
+enum Step {
+    Keep,
+    /// Release the handle: FIN after queued data (or RST if the peer's data is unread, or
+    /// nothing if the connection is already gone).
+    Close,
+}
+
+/// What a socket call's error means for the service.
+fn gone(e: Error) -> bool {
+    !matches!(e, Error::WouldBlock | Error::NoBufferSpace)
+}
+
+impl Conn {
+    fn new(handle: TcpHandle, svc: Service) -> Conn {
+        let state = match svc {
+            Service::Discard => State::Discard,
+            Service::Echo => State::Echo { buf: vec![0; ECHO_BUFFER].into_boxed_slice(), start: 0, end: 0, eof: false },
+            Service::Chargen => State::Chargen { pos: 0 },
+            Service::Http => State::Http(Http::default()),
+        };
+        Conn { handle, state }
+    }
+
+    fn step(&mut self, stack: &mut Stack, scratch: &mut [u8], gen: &Generated) -> Step {
+        let h = self.handle;
+        match &mut self.state {
+            State::Discard => drain(stack, h, scratch),
+            State::Chargen { pos } => {
+                if let Step::Close = drain(stack, h, scratch) {
+                    return Step::Close;
+                }
+                loop {
+                    let at = *pos % CHARGEN_PERIOD;
+                    match stack.tcp_send(h, &gen.chargen[at..at + CHUNK]) {
+                        Ok(n) => *pos = at + n,
+                        Err(e) if gone(e) => return Step::Close,
+                        Err(_) => return Step::Keep,
+                    }
+                }
+            }
+            State::Echo { buf, start, end, eof } => loop {
+                let mut progress = false;
+                if *start < *end {
+                    match stack.tcp_send(h, &buf[*start..*end]) {
+                        Ok(n) => {
+                            *start += n;
+                            progress = true;
+                        }
+                        Err(e) if gone(e) => return Step::Close,
+                        Err(_) => {}
+                    }
+                }
+                if *start == *end {
+                    (*start, *end) = (0, 0);
+                } else if *start > buf.len() / 2 {
+                    buf.copy_within(*start..*end, 0);
+                    (*start, *end) = (0, *end - *start);
+                }
+                if !*eof && *end < buf.len() {
+                    match stack.tcp_recv(h, &mut buf[*end..]) {
+                        Ok(0) => {
+                            *eof = true;
+                            progress = true;
+                        }
+                        Ok(n) => {
+                            *end += n;
+                            progress = true;
+                        }
+                        Err(e) if gone(e) => return Step::Close,
+                        Err(_) => {}
+                    }
+                }
+                if *eof && *start == *end {
+                    return Step::Close;
+                }
+                if !progress {
+                    return Step::Keep;
+                }
+            },
+            State::Http(http) => http.step(stack, h, gen),
+        }
+    }
+}
+
+/// Read and throw away; `Close` at the end of the stream or on an error.
+fn drain(stack: &mut Stack, h: TcpHandle, scratch: &mut [u8]) -> Step {
+    loop {
+        match stack.tcp_recv(h, scratch) {
+            Ok(0) => return Step::Close,
+            Ok(_) => {}
+            Err(e) if gone(e) => return Step::Close,
+            Err(_) => return Step::Keep,
+        }
+    }
+}
+
+/// One HTTP connection: the unparsed request head and the response being sent.
+#[derive(Default)]
+struct Http {
+    /// The request head being read: `req[..req_len]`, allocated at the first read.
+    req: Box<[u8]>,
+    req_len: usize,
+    /// Response head not yet queued, from `head_sent`.
+    head: Vec<u8>,
+    head_sent: usize,
+    /// Body bytes still to send, and the pattern offset of the next one.
+    body_left: u64,
+    body_pos: u64,
+    close_after: bool,
+    responding: bool,
+    eof: bool,
+}
+
+/// A parsed request head: what to answer and whether to keep the connection.
+struct Response {
+    status: &'static str,
+    body_len: u64,
+    /// Body from the pattern (`/bytes/N`) or a short text.
+    text: Option<&'static str>,
+    send_body: bool,
+    close: bool,
+    keep_alive_header: bool,
+}
+
+fn parse_request(head: &[u8]) -> Response {
+    let bad = |status| Response {
+        status,
+        body_len: 0,
+        text: Some("bad request\n"),
+        send_body: true,
+        close: true,
+        keep_alive_header: false,
+    };
+    let Ok(head) = std::str::from_utf8(head) else { return bad("400 Bad Request") };
+    let mut lines = head.split("\r\n");
+    let mut parts = lines.next().unwrap_or("").split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return bad("400 Bad Request");
+    };
+    let http11 = match version {
+        "HTTP/1.1" => true,
+        "HTTP/1.0" => false,
+        _ => return bad("505 HTTP Version Not Supported"),
+    };
+    let mut close = !http11;
+    let mut keep_alive_header = false;
+    for line in lines.filter(|l| !l.is_empty()) {
+        let Some((name, value)) = line.split_once(':') else { return bad("400 Bad Request") };
+        let (name, value) = (name.trim(), value.trim());
+        if name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") && !http11 {
+                    close = false;
+                    keep_alive_header = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding")
+            || (name.eq_ignore_ascii_case("content-length") && value != "0")
+        {
+            // No request bodies here; refusing keeps the framing simple and bounded.
+            return bad("413 Content Too Large");
+        }
+    }
+    let send_body = match method {
+        "GET" => true,
+        "HEAD" => false,
+        _ => {
+            return Response {
+                status: "405 Method Not Allowed",
+                body_len: 0,
+                text: Some("method not allowed\n"),
+                send_body: true,
+                close,
+                keep_alive_header,
+            }
+        }
+    };
+    match target.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) => Response { status: "200 OK", body_len: n, text: None, send_body, close, keep_alive_header },
+        None => Response {
+            status: "404 Not Found",
+            body_len: 0,
+            text: Some("not found\n"),
+            send_body,
+            close,
+            keep_alive_header,
+        },
+    }
+}
+
+impl Http {
+    fn start(&mut self, r: Response) {
+        let body_len = r.text.map_or(r.body_len, |t| t.len() as u64);
+        let content_type = if r.text.is_some() { "text/plain" } else { "application/octet-stream" };
+        let connection = if r.close {
+            "Connection: close\r\n"
+        } else if r.keep_alive_header {
+            "Connection: keep-alive\r\n"
+        } else {
+            ""
+        };
+        self.head.clear();
+        let _ = write!(
+            self.head,
+            "HTTP/1.1 {}\r\nServer: ackclock\r\nContent-Type: {content_type}\r\nContent-Length: {body_len}\r\n{connection}\r\n",
+            r.status
+        );
+        if let (Some(t), true) = (r.text, r.send_body) {
+            self.head.extend_from_slice(t.as_bytes());
+        }
+        self.head_sent = 0;
+        self.body_left = if r.text.is_none() && r.send_body { r.body_len } else { 0 };
+        self.body_pos = 0;
+        self.close_after = r.close;
+        self.responding = true;
+    }
+
+    fn step(&mut self, stack: &mut Stack, h: TcpHandle, gen: &Generated) -> Step {
+        loop {
+            if self.responding {
+                while self.head_sent < self.head.len() {
+                    match stack.tcp_send(h, &self.head[self.head_sent..]) {
+                        Ok(n) => self.head_sent += n,
+                        Err(e) if gone(e) => return Step::Close,
+                        Err(_) => return Step::Keep,
+                    }
+                }
+                while self.body_left > 0 {
+                    let at = (self.body_pos % PATTERN_PERIOD as u64) as usize;
+                    let n = (self.body_left.min(CHUNK as u64)) as usize;
+                    match stack.tcp_send(h, &gen.pattern[at..at + n]) {
+                        Ok(sent) => {
+                            self.body_left -= sent as u64;
+                            self.body_pos += sent as u64;
+                        }
+                        Err(e) if gone(e) => return Step::Close,
+                        Err(_) => return Step::Keep,
+                    }
+                }
+                self.responding = false;
+                if self.close_after {
+                    return Step::Close;
+                }
+            }
+            // The next request, if its head is complete (pipelined requests wait here).
+            if let Some(end) = self.req[..self.req_len].windows(4).position(|w| w == b"\r\n\r\n") {
+                let r = parse_request(&self.req[..end]);
+                self.req.copy_within(end + 4..self.req_len, 0);
+                self.req_len -= end + 4;
+                self.start(r);
+                continue;
+            }
+            if self.eof {
+                return Step::Close;
+            }
+            if self.req_len >= HTTP_HEAD_LIMIT {
+                self.start(Response {
+                    status: "431 Request Header Fields Too Large",
+                    body_len: 0,
+                    text: Some("request head too large\n"),
+                    send_body: true,
+                    close: true,
+                    keep_alive_header: false,
+                });
+                self.req_len = 0;
+                continue;
+            }
+            if self.req.is_empty() {
+                self.req = vec![0; HTTP_HEAD_LIMIT].into_boxed_slice();
+            }
+            match stack.tcp_recv(h, &mut self.req[self.req_len..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.req_len += n,
+                Err(e) if gone(e) => return Step::Close,
+                Err(_) => return Step::Keep,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse() {
+        let r = parse_request(b"GET /bytes/1000 HTTP/1.1\r\nHost: x\r\nAccept: */*");
+        assert_eq!((r.status, r.body_len, r.close, r.send_body), ("200 OK", 1000, false, true));
+        let r = parse_request(b"GET /bytes/5 HTTP/1.1\r\nConnection: close");
+        assert!(r.close);
+        let r = parse_request(b"HEAD /bytes/5 HTTP/1.0\r\nConnection: Keep-Alive");
+        assert!(!r.close && r.keep_alive_header && !r.send_body);
+        assert!(parse_request(b"GET / HTTP/1.0").close);
+        assert_eq!(parse_request(b"GET /nope HTTP/1.1").status, "404 Not Found");
+        assert_eq!(parse_request(b"GET /bytes/x HTTP/1.1").status, "404 Not Found");
+        assert_eq!(parse_request(b"POST /bytes/1 HTTP/1.1").status, "405 Method Not Allowed");
+        assert_eq!(parse_request(b"garbage").status, "400 Bad Request");
+        assert_eq!(parse_request(b"GET / HTTP/2").status, "505 HTTP Version Not Supported");
+        assert!(parse_request(b"POST /x HTTP/1.1\r\nContent-Length: 3").close);
+    }
+
+    #[test]
+    fn chargen_is_rfc864() {
+        let c = chargen_pattern(2 * 74);
+        assert_eq!(&c[..3], b" !\"");
+        assert_eq!(&c[72..74], b"\r\n");
+        assert_eq!(c[74], b'!');
+        let whole = chargen_pattern(CHARGEN_PERIOD + 74);
+        assert_eq!(whole[..74], whole[CHARGEN_PERIOD..], "repeats after 95 lines");
+    }
+
+    #[test]
+    fn cidr_parses() {
+        let c: Cidr = "10.1.2.3/24".parse().unwrap();
+        assert_eq!((c.addr, c.prefix), (Ipv4Addr::new(10, 1, 2, 3), 24));
+        assert!("10.1.2.3".parse::<Cidr>().is_err());
+        assert!("10.1.2.3/33".parse::<Cidr>().is_err());
+    }
+}
