@@ -100,21 +100,6 @@ struct World {
     tainted: bool,
 }
 
-/// Set `TCP_STACK_SKIP_KNOWN_BUGS` to keep fuzzing past known, reported bugs (the final
-/// checks they break are skipped); unset, every invariant is checked. The bugs, each with a
-/// test in crates/ackclock/tests/fuzz_regressions.rs:
-/// - ACKs of unsent data draw unlimited ACKs: two desynchronized ends storm
-///   (`acks_of_unsent_data_draw_rate_limited_challenge_acks`);
-/// - unanswered zero-window probes never end a connection
-///   (`unanswered_zero_window_probes_end_the_connection`);
-/// - output that finds the pool empty is never retried when nothing is in flight
-///   (`fin_blocked_by_an_empty_pool_is_sent_once_buffers_return`): skipped when a pool
-///   ran dry during the input.
-fn known_bugs() -> bool {
-    static SKIP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SKIP.get_or_init(|| std::env::var_os("TCP_STACK_SKIP_KNOWN_BUGS").is_some())
-}
-
 /// `FUZZ_DEBUG` set: print every segment on the main connection and every injection.
 fn debug() -> bool {
     static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -458,9 +443,6 @@ impl World {
             let busy = !self.link[0].is_empty() || !self.link[1].is_empty();
             busy_rounds = if busy { busy_rounds + 1 } else { 0 };
             if busy_rounds > 2000 {
-                if known_bugs() {
-                    break;
-                }
                 panic!("ACK storm: the link never goes quiet");
             }
             match next {
@@ -486,9 +468,6 @@ impl World {
             let Some(next) = self.stacks.iter().filter_map(|s| s.poll_at()).min() else { break };
             rounds += 1;
             if self.now >= deadline || rounds > 100_000 {
-                if known_bugs() {
-                    return;
-                }
                 panic!(
                     "timers still pending after the link was cut for 6 h: connections A {} B {}",
                     self.stacks[0].tcp().connections(),
@@ -496,9 +475,6 @@ impl World {
                 );
             }
             self.now = next.max(self.now + Duration::from_micros(1));
-        }
-        if known_bugs() && self.stacks.iter().any(|s| s.pool().exhausted_count() > 0) {
-            return;
         }
         for (i, s) in self.stacks.iter().enumerate() {
             assert_eq!(s.tcp().connections(), 0, "side {i}: connections left after every timer ran out");

@@ -203,3 +203,27 @@ fn fin_blocked_by_an_empty_pool_is_sent_once_buffers_return() {
         "no FIN in the 5 s after the buffers returned: {sent:?}"
     );
 }
+
+/// Found by the stack fuzzer: a forged in-window segment with a huge TSval poisons
+/// TS.Recent on both ends; each then PAWS-drops the other's segments (RFC 7323 §5.3) and
+/// answers every drop with an ACK — a loop. Dataless PAWS drops are answered at the
+/// out-of-window rate (one per 500 ms per connection, as Linux), so the loop dies.
+#[test]
+fn paws_drops_do_not_start_an_ack_loop() {
+    use common::script::*;
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let _c = t.accept_with(l, seg("S").win(65535).mss(1460).ts(1000, 0));
+    t.discard();
+    // A forged segment at rcv_nxt with a TSval far in the future.
+    t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(65535).ts(0x7000_0000, ANY));
+    t.discard();
+    // The real peer's ACKs now look old: 50 of them within 100 ms draw at most one ACK.
+    for i in 0..50 {
+        t.inject(2 + i * 2, seg(".").seq(PEER_ISS + 1).ack(1).win(65535).ts(1002 + i as u32, ANY));
+    }
+    t.collect();
+    let acks = t.log.iter().filter(|s| s.len == 0 && s.flags == ackclock::wire::TcpFlags::ACK).count();
+    assert!(acks <= 1, "{acks} ACKs for 50 PAWS drops");
+    assert_eq!(t.stack.counters().drops_paws, 50);
+}

@@ -408,7 +408,12 @@ pub(crate) fn synchronized(
                 tcb.ts_recent_age = env.now;
             } else {
                 env.counters.drop(DropReason::Paws);
-                tcb.ack_now = true;
+                // RFC 7323 §5.3: acknowledge and drop; dataless ones at the out-of-window
+                // rate (Linux), or two ends whose TS.Recent was poisoned by a forged
+                // segment would ACK each other's drops forever.
+                if seg.len > 0 || oow_ack_allowed(env, tcb) {
+                    tcb.ack_now = true;
+                }
                 return Outcome::Keep;
             }
         }
