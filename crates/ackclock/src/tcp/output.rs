@@ -270,7 +270,7 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
         return false;
     }
     let gain = right.since(tcb.rcv_adv) as usize;
-    gain >= 2 * tcb.rmss as usize || 2 * gain >= tcb.opts.recv_buffer
+    gain >= 2 * tcb.rcv_mss() as usize || 2 * gain >= tcb.opts.recv_buffer
 }
 
 /// The window to advertise, as the header field, and the new right edge. Receiver SWS
@@ -279,7 +279,7 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
 fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
     let space = tcb.rcv_space() as u32;
     let mut right = tcb.rcv_nxt + space;
-    let threshold = ((tcb.opts.recv_buffer / 2) as u32).min(tcb.rmss as u32);
+    let threshold = ((tcb.opts.recv_buffer / 2) as u32).min(tcb.rcv_mss() as u32);
     if right > tcb.rcv_adv && right.since(tcb.rcv_adv) < threshold {
         right = tcb.rcv_adv;
     }

@@ -312,6 +312,13 @@ impl Tcb {
         self.recover = iss;
     }
 
+    /// Payload of a full-sized segment from the peer: our MSS less the options it carries
+    /// (Linux's `rcv_mss`), the unit of receiver SWS avoidance and window updates.
+    #[inline]
+    pub fn rcv_mss(&self) -> u16 {
+        self.rmss - if self.ts_enabled { 12 } else { 0 }
+    }
+
     /// The congestion window in force: the algorithm's, plus NewReno's recovery inflation.
     #[inline]
     pub fn cwnd(&self) -> u32 {
