@@ -3,6 +3,7 @@
 mod decode;
 #[cfg(target_os = "linux")]
 mod serve;
+mod ttcp;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ enum Command {
     /// Serve discard, echo, chargen and HTTP (GET /bytes/N) on a TAP device.
     #[cfg(target_os = "linux")]
     Serve(serve::ServeArgs),
+    /// Chargen-to-discard transfer over a simulated link (VJ's 1988 throughput test).
+    Ttcp(Box<ttcp::TtcpArgs>),
 }
 
 fn main() -> ExitCode {
@@ -34,5 +37,6 @@ fn main() -> ExitCode {
         Command::Decode(args) => decode::run(args),
         #[cfg(target_os = "linux")]
         Command::Serve(args) => serve::run(args),
+        Command::Ttcp(args) => ttcp::run(*args),
     }
 }
