@@ -293,3 +293,29 @@ fn hostile_sack_blocks_change_nothing_they_must_not() {
     assert_eq!(retransmits_of_2, 2, "sent once, retransmitted once");
     assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 1);
 }
+
+/// After an RTO with SACK, only unSACKed data is resent, and SACKed segments are not counted
+/// as in flight against cwnd (RFC 6675 pipe; Linux's packets_in_flight), so the next hole and
+/// new data go out as the window grows instead of waiting for the cumulative ACK. Segments 1
+/// and 5 of 10 are lost; 2-4 and 6-10 are SACKed; the RTO resends 1; its ACK (up to 4) lets
+/// cwnd grow to 3 SMSS: hole 5 and new segments 11 and 12 go out at once.
+#[test]
+fn after_rto_sacked_segments_do_not_hold_the_window() {
+    let (mut t, c) = established(true);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    let s = |n: u32| (n - 1) * SMSS + 1;
+    t.inject(5, ack(1).sack(&[(s(2), s(5))]));
+    t.inject(5, ack(1).sack(&[(s(6), s(11)), (s(2), s(5))]));
+    t.discard(); // whatever recovery sent
+                 // Let every retransmission of this episode be lost: the RTO fires.
+    let sent = t.run_to(1000);
+    assert!(sent.iter().any(|(_, x)| x.seq == 1), "segment 1 resent by the timer");
+    let info = t.stack.tcp_info(c).unwrap();
+    assert!(info.stats.rtos >= 1);
+    t.inject(1001, ack(s(5)).sack(&[(s(6), s(11))]));
+    let out: Vec<u32> = t.run_to(1002).into_iter().filter(|(_, x)| x.len > 0).map(|(_, x)| x.seq).collect();
+    assert_eq!(out.first(), Some(&s(5)), "the next hole first: {out:?}");
+    assert!(out.contains(&s(11)), "new data goes out too, SACKed 6-10 skipped: {out:?}");
+    assert!(!out.iter().any(|&q| (s(6)..s(11)).contains(&q)), "SACKed data is not resent: {out:?}");
+}

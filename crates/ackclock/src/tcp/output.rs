@@ -130,6 +130,13 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
 fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
     let mut sent = false;
     let smss = tcb.eff_mss as u32;
+    // After an RTO sent snd_nxt back, the SACKed segments it passes are not in flight:
+    // count them out, or each hole would wait for a cumulative ACK.
+    let mut sacked_below: u32 = if tcb.sack_enabled && tcb.snd_nxt < tcb.snd_max {
+        tcb.sndq.iter().take(tcb.snd_nxt_idx).filter(|s| s.sacked).map(|s| s.len()).sum()
+    } else {
+        0
+    };
     while !env.tx.is_full() {
         if tcb.snd_nxt_idx < tcb.sndq.len() {
             if !tcb.state.is_synchronized() {
@@ -140,6 +147,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 // After an RTO: the peer holds this one; skip it.
                 tcb.snd_nxt = tcb.snd_nxt.max(tcb.sndq[idx].end());
                 tcb.snd_nxt_idx += 1;
+                sacked_below += tcb.sndq[idx].len();
                 continue;
             }
             let seg_seq = tcb.sndq[idx].seq;
@@ -149,9 +157,12 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // segment out beyond cwnd.
             let limited =
                 if tcb.recovery.is_none() && tcb.snd_nxt == tcb.snd_max { tcb.dupacks.min(2) * smss } else { 0 };
-            let wnd = tcb.snd_wnd.min(tcb.cwnd().saturating_add(limited));
-            let in_flight = tcb.snd_nxt.since(tcb.snd_una);
-            let usable = wnd.saturating_sub(in_flight);
+            // The peer's window counts everything unacknowledged (it holds SACKed data);
+            // the congestion window counts only what is in the network.
+            let outstanding = tcb.snd_nxt.since(tcb.snd_una);
+            let rwnd_room = tcb.snd_wnd.saturating_sub(outstanding);
+            let cwnd_room = tcb.cwnd().saturating_add(limited).saturating_sub(outstanding.saturating_sub(sacked_below));
+            let usable = rwnd_room.min(cwnd_room);
             // A segment partly below snd_nxt (after a rewind) is sent whole; count only the
             // part beyond snd_nxt against the window.
             let remaining = (seg_seq + seg_len).since(tcb.snd_nxt).min(seg_len);

@@ -94,7 +94,11 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             // RFC 5681 §3.1 / the CC's RTO response: ssthresh from FlightSize, cwnd to the
             // loss window, slow start again. Recovery ends (RFC 6675 §5.1) and `recover`
             // moves to snd_max (RFC 6582 §3.2 step 4 of the RTO note).
-            let flight = tcb.flight();
+            // RFC 5681 §3.1: a repeated timeout holds ssthresh; so does one during fast
+            // recovery, whose ssthresh was set at entry (Linux `tcp_enter_loss`) — the
+            // flight then includes SACKed and inflation-sent data and would raise it.
+            let hold = tcb.retries > 1 || tcb.recovery.is_some();
+            let flight = (!hold).then(|| tcb.flight());
             recovery::abandon(tcb);
             tcb.cc.on_rto(env.now, flight);
             tcb.recover = tcb.snd_max;

@@ -278,8 +278,12 @@ impl CongestionControl for Cubic {
         self.cwnd = self.ssthresh;
     }
 
-    fn on_rto(&mut self, _now: Instant, flight: u32) {
-        self.congestion_event(flight);
+    fn on_rto(&mut self, _now: Instant, flight: Option<u32>) {
+        if let Some(flight) = flight {
+            self.congestion_event(flight);
+        } else {
+            self.epoch = None;
+        }
         self.cwnd = self.smss;
         self.after_rto = true;
     }

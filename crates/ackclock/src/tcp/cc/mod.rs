@@ -72,8 +72,10 @@ pub trait CongestionControl: fmt::Debug + Send {
     /// Loss detected by duplicate ACKs or SACK; `flight` is FlightSize (RFC 5681 eq. 4).
     /// Sets ssthresh and leaves cwnd at ssthresh; the sender adds its recovery inflation.
     fn on_loss(&mut self, now: Instant, flight: u32);
-    /// The retransmission timer expired (RFC 5681 §3.1: cwnd to the loss window).
-    fn on_rto(&mut self, now: Instant, flight: u32);
+    /// The retransmission timer expired (RFC 5681 §3.1: cwnd to the loss window). With
+    /// `Some(flight)` ssthresh is recomputed from FlightSize; with `None` it is held (a
+    /// repeated timeout, or one during fast recovery, whose ssthresh already stands).
+    fn on_rto(&mut self, now: Instant, flight: Option<u32>);
     /// Recovery completed (the recovery point was acknowledged).
     fn on_recovery_end(&mut self, now: Instant);
     /// The connection sat idle longer than an RTO; restart from at most `restart_window`

@@ -65,8 +65,10 @@ impl CongestionControl for NewReno {
         self.bytes_acked = 0;
     }
 
-    fn on_rto(&mut self, _now: Instant, flight: u32) {
-        self.ssthresh = half_flight(flight, self.smss);
+    fn on_rto(&mut self, _now: Instant, flight: Option<u32>) {
+        if let Some(flight) = flight {
+            self.ssthresh = half_flight(flight, self.smss);
+        }
         self.cwnd = self.smss;
         self.bytes_acked = 0;
     }
@@ -131,7 +133,9 @@ mod tests {
         let mut c = NewReno::new(1000, 10);
         c.on_loss(Instant::ZERO, 3000);
         assert_eq!(c.ssthresh(), 2000);
-        c.on_rto(Instant::ZERO, 30_000);
+        c.on_rto(Instant::ZERO, Some(30_000));
         assert_eq!((c.cwnd(), c.ssthresh()), (1000, 15_000), "RTO: loss window of 1 SMSS");
+        c.on_rto(Instant::ZERO, None);
+        assert_eq!((c.cwnd(), c.ssthresh()), (1000, 15_000), "a repeated RTO holds ssthresh");
     }
 }
