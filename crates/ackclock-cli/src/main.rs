@@ -1,6 +1,7 @@
 //! The `ackclock` command-line tool. One module per subcommand.
 
 mod decode;
+mod scenario;
 #[cfg(target_os = "linux")]
 mod serve;
 mod ttcp;
@@ -19,6 +20,8 @@ struct Cli {
 enum Command {
     /// Decode an Ethernet frame (hex) with ackclock's own parsers.
     Decode(decode::DecodeArgs),
+    /// Run a built-in scenario on the simulator and plot it (slow start, fast recovery, ...).
+    Sim(scenario::SimArgs),
     /// Serve discard, echo, chargen and HTTP (GET /bytes/N) on a TAP device.
     #[cfg(target_os = "linux")]
     Serve(serve::ServeArgs),
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     }
     match Cli::parse().command {
         Command::Decode(args) => decode::run(args),
+        Command::Sim(args) => scenario::run(args),
         #[cfg(target_os = "linux")]
         Command::Serve(args) => serve::run(args),
         Command::Ttcp(args) => ttcp::run(*args),

@@ -1,0 +1,126 @@
+//! `ackclock sim`: every scenario runs, writes a non-empty PNG and SVG and a summary, and
+//! the JSON summary parses.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sim_cli").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Run `ackclock sim <scenario> --json --out <dir> <extra>`; the parsed summary.
+fn sim(scenario: &str, dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_ackclock"))
+        .args(["sim", scenario, "--json", "--seed", "1", "--out"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("run ackclock");
+    assert!(out.status.success(), "ackclock sim {scenario}: {}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary on stdout");
+    assert_eq!(json["scenario"], scenario);
+    json
+}
+
+fn check_plots(dir: &Path, name: &str) {
+    let png = std::fs::read(dir.join(format!("{name}.png"))).expect("PNG written");
+    assert!(png.len() > 10_000, "{name}.png has a picture in it ({} bytes)", png.len());
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}.png is a PNG");
+    let svg = std::fs::read_to_string(dir.join(format!("{name}.svg"))).expect("SVG written");
+    assert!(svg.len() > 5_000 && svg.contains("<svg") && svg.contains("</svg>"), "{name}.svg");
+    assert!(svg.contains("time (s)") || svg.contains("loss probability (%)"), "{name}.svg has axis labels");
+    let txt = std::fs::read_to_string(dir.join(format!("{name}.txt"))).expect("text summary written");
+    assert!(txt.contains("plots:"), "{txt}");
+    let json = std::fs::read_to_string(dir.join(format!("{name}.json"))).expect("JSON summary written");
+    serde_json::from_str::<serde_json::Value>(&json).expect("the JSON file parses");
+}
+
+#[test]
+fn slowstart_plots_doubling() {
+    let dir = out_dir("slowstart");
+    let j = sim("slowstart", &dir, &[]);
+    check_plots(&dir, "slowstart");
+    let rounds = j["rounds"].as_array().unwrap();
+    assert!(rounds.len() >= 5);
+    for r in &rounds[1..] {
+        let g = r["growth"].as_f64().unwrap();
+        assert!((1.9..=2.1).contains(&g), "{r}");
+    }
+}
+
+#[test]
+fn fast_recovery_plots_and_summarises_seed_000() {
+    let dir = out_dir("fast-recovery");
+    let pcaps = dir.join("pcap");
+    let j = sim("fast-recovery", &dir, &["--pcap", pcaps.to_str().unwrap()]);
+    check_plots(&dir, "fast-recovery");
+    assert_eq!(j["rtos"], 0);
+    let w = j["window_segments"].as_f64().unwrap();
+    let new = j["new_segments_in_recovery"].as_f64().unwrap();
+    assert!((new - (w / 2.0 - 1.0)).abs() <= 1.0, "{j}");
+    assert!(j["burst_on_recovery_ack"].as_u64().unwrap() <= 2);
+    let pcap = std::fs::read(pcaps.join("fast-recovery.pcap")).expect("pcap written");
+    assert!(pcap.len() > 100_000, "a capture of the whole run");
+}
+
+#[test]
+fn timeout_plots_the_rto() {
+    let dir = out_dir("timeout");
+    let j = sim("timeout", &dir, &[]);
+    check_plots(&dir, "timeout");
+    assert_eq!(j["rtos_s"].as_array().unwrap().len(), 1);
+    assert_eq!(j["cwnd_after_rto_segments"].as_f64(), Some(1.0));
+}
+
+#[test]
+fn sharing_plots_flows_and_jain() {
+    let dir = out_dir("sharing");
+    let j = sim("sharing", &dir, &["--flows", "3", "--duration", "30"]);
+    check_plots(&dir, "sharing");
+    assert_eq!(j["flows"], 3);
+    assert_eq!(j["last_half_mbps"].as_array().unwrap().len(), 3);
+    assert!(j["jain"].as_f64().unwrap() > 0.8, "{j}");
+}
+
+#[test]
+fn loss_sweep_plots_against_mathis() {
+    let dir = out_dir("loss-sweep");
+    let j = sim("loss-sweep", &dir, &[]);
+    check_plots(&dir, "loss-sweep");
+    let points = j["points"].as_array().unwrap();
+    assert_eq!(points.len(), 21, "7 loss rates × 3 RTTs");
+    // Goodput falls as loss grows, for every algorithm at every RTT.
+    for rtt in [20, 60, 200] {
+        let row = |p: f64| points.iter().find(|x| x["rtt_ms"] == rtt && x["loss"].as_f64() == Some(p)).unwrap();
+        for algo in ["NewReno", "NewReno+SACK", "CUBIC"] {
+            let lo = row(0.0001)[algo]["mbps"].as_f64().unwrap();
+            let hi = row(0.05)[algo]["mbps"].as_f64().unwrap();
+            assert!(hi < lo / 2.0, "{algo} at {rtt} ms: {lo} -> {hi}");
+        }
+    }
+}
+
+#[test]
+fn rtt_plots_the_estimator() {
+    let dir = out_dir("rtt");
+    let j = sim("rtt", &dir, &[]);
+    check_plots(&dir, "rtt");
+    assert_eq!(j["rtos"], 0);
+    assert_eq!(j["phases"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn text_summary_by_default_and_bad_arguments_fail() {
+    let dir = out_dir("text");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_ackclock")).args(["sim", "slowstart", "--out"]).arg(&dir).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("round") && text.contains("slowstart.png"), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_ackclock")).args(["sim", "sharing", "--flows", "9"]).output().unwrap();
+    assert!(!bad.status.success(), "at most 8 flows");
+    let bad = Command::new(env!("CARGO_BIN_EXE_ackclock")).args(["sim", "no-such-scenario"]).output().unwrap();
+    assert!(!bad.status.success());
+}
