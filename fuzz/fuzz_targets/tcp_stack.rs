@@ -96,6 +96,8 @@ struct World {
     read: [u64; 2],
     /// Each side's application shut down the writing half of the main connection.
     shut_wr: [bool; 2],
+    /// The application shut down reading: what recv returns is no longer the stream.
+    shut_rd: [bool; 2],
     /// Something other than the two stacks put a frame on the link: data may differ.
     tainted: bool,
 }
@@ -146,6 +148,7 @@ impl World {
             written: [0; 2],
             read: [0; 2],
             shut_wr: [false; 2],
+            shut_rd: [false; 2],
             tainted: false,
         };
         w.main_ports[0] = w.stacks[0].tcp_tuple(c).ok()?.local_port;
@@ -342,7 +345,7 @@ impl World {
                     if main {
                         let off = self.read[side];
                         self.read[side] += k as u64;
-                        if !self.tainted {
+                        if !self.tainted && !self.shut_rd[side] {
                             for (j, &b) in buf[..k].iter().enumerate() {
                                 assert_eq!(
                                     b,
@@ -362,8 +365,15 @@ impl World {
             }
             2 => {
                 let how = [Shutdown::Read, Shutdown::Write, Shutdown::Both][r.u8() as usize % 3];
-                if stack.tcp_shutdown(h, how).is_ok() && main && how != Shutdown::Read {
-                    self.shut_wr[side] = true;
+                if stack.tcp_shutdown(h, how).is_ok() && main {
+                    if how != Shutdown::Read {
+                        self.shut_wr[side] = true;
+                    }
+                    if how != Shutdown::Write {
+                        // Queued data is discarded and recv reports the end of the stream:
+                        // the reader gave it up.
+                        self.shut_rd[side] = true;
+                    }
                 }
             }
             3 => self.close(side, h),
