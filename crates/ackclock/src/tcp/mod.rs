@@ -220,8 +220,24 @@ impl Tcp {
         }
     }
 
-    /// Put the connection's earliest timer on the wheel.
+    /// Put the connection's earliest timer on the wheel. Lazily: if the wheel already holds
+    /// the connection at or before that time, it stays (the RTO moves later on every ACK;
+    /// an early wake-up finds nothing due and files the real time then), so the common ACK
+    /// costs no wheel operation.
+    #[inline]
     fn rearm(&mut self, idx: u32) {
+        match self.tcb(idx).and_then(|t| t.timers.earliest()) {
+            Some(t) => {
+                if self.wheel.deadline(idx).is_none_or(|cur| cur > t) {
+                    self.wheel.schedule(idx, t);
+                }
+            }
+            None => self.wheel.cancel(idx),
+        }
+    }
+
+    /// File the connection's exact earliest time (after its timers ran).
+    fn refile(&mut self, idx: u32) {
         match self.tcb(idx).and_then(|t| t.timers.earliest()) {
             Some(t) => self.wheel.schedule(idx, t),
             None => self.wheel.cancel(idx),
@@ -629,7 +645,7 @@ impl Tcp {
                 Outcome::Delete => self.retire(idx),
                 _ => {
                     self.mark_dirty(idx);
-                    self.rearm(idx);
+                    self.refile(idx);
                     self.repredict(idx);
                 }
             }

@@ -44,6 +44,10 @@ impl Default for RttConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RttEstimator {
     config: RttConfig,
+    /// The configuration's bounds and granularity in µs, converted once.
+    min_us: u64,
+    max_us: u64,
+    g_us: u64,
     /// SRTT × 8, µs; 0 before the first sample.
     srtt8: u64,
     /// RTTVAR × 4, µs.
@@ -61,8 +65,20 @@ fn micros(d: Duration) -> u64 {
 
 impl RttEstimator {
     pub fn new(config: RttConfig) -> RttEstimator {
-        let base_rto = micros(config.initial_rto).clamp(micros(config.min_rto), micros(config.max_rto));
-        RttEstimator { config, srtt8: 0, rttvar4: 0, base_rto, backoff: 0, samples: 0 }
+        let (min_us, max_us, g_us) =
+            (micros(config.min_rto), micros(config.max_rto).max(1), micros(config.granularity));
+        let base_rto = micros(config.initial_rto).clamp(min_us.min(max_us), max_us);
+        RttEstimator {
+            config,
+            min_us: min_us.min(max_us),
+            max_us,
+            g_us,
+            srtt8: 0,
+            rttvar4: 0,
+            base_rto,
+            backoff: 0,
+            samples: 0,
+        }
     }
 
     /// Feed one measurement (Karn's rule is the caller's: never a sample from a retransmitted
@@ -82,16 +98,15 @@ impl RttEstimator {
             self.srtt8 = self.srtt8 - (self.srtt8 >> 3) + r;
         }
         self.samples += 1;
-        let g = micros(self.config.granularity);
-        let rto = (self.srtt8 >> 3).saturating_add(g.max(self.rttvar4));
-        self.base_rto = rto.clamp(micros(self.config.min_rto), micros(self.config.max_rto));
+        let rto = (self.srtt8 >> 3).saturating_add(self.g_us.max(self.rttvar4));
+        self.base_rto = rto.clamp(self.min_us, self.max_us);
         self.backoff = 0;
     }
 
     /// RFC 6298 §5.7: no sample yet and the SYN timed out: data starts with RTO = 3 s.
     pub fn syn_fallback(&mut self) {
         if self.samples == 0 && self.backoff > 0 {
-            self.base_rto = 3_000_000u64.clamp(micros(self.config.min_rto), micros(self.config.max_rto));
+            self.base_rto = 3_000_000u64.clamp(self.min_us, self.max_us);
             self.backoff = 0;
         }
     }
@@ -99,12 +114,12 @@ impl RttEstimator {
     /// The retransmission timeout, with backoff.
     pub fn rto(&self) -> Duration {
         let rto = self.base_rto.checked_shl(self.backoff).unwrap_or(u64::MAX);
-        Duration::from_micros(rto.min(micros(self.config.max_rto)))
+        Duration::from_micros(rto.min(self.max_us))
     }
 
     /// The timer expired: double the RTO (RFC 6298 §5.5), up to the maximum.
     pub fn back_off(&mut self) {
-        if self.base_rto.checked_shl(self.backoff).is_some_and(|r| r < micros(self.config.max_rto)) {
+        if self.base_rto.checked_shl(self.backoff).is_some_and(|r| r < self.max_us) {
             self.backoff += 1;
         }
     }

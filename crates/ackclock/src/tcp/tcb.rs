@@ -138,8 +138,17 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
+    #[inline]
     pub fn earliest(&self) -> Option<Instant> {
-        [self.rexmt, self.persist, self.delack, self.keepalive, self.time_wait, self.retry].into_iter().flatten().min()
+        #[inline]
+        fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(if x < y { x } else { y }),
+                (x, None) => x,
+                (None, y) => y,
+            }
+        }
+        min(min(min(self.rexmt, self.persist), min(self.delack, self.keepalive)), min(self.time_wait, self.retry))
     }
 }
 
