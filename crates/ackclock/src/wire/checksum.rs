@@ -95,8 +95,8 @@ pub fn update32(check: u16, old: u32, new: u32) -> u16 {
 //   passes); it does so even for the intrinsics loop unless the stored value is hidden
 //   from it ([`x86::kernel`]);
 // - the natural auto-vectorised sum (`u32` words zero-extended into `u64` lanes with
-//   `vpmovzxdq`) is bound by that shuffle, and a shift-based split of 64-bit lanes by the
-//   shifts, each on one port of Zen 3: both measured 25-30% slower than the kernel.
+//   `vpmovzxdq`), and a split of 64-bit lanes with shifts, both ran at about one vector
+//   per cycle on the Zen 3 used for BENCHMARKS.md, 25-30% slower than the kernel.
 // The kernel's arithmetic is three cheap ops per vector and no shift: `pmaddwd` of the data
 // XORed with 0x8000 in every 16-bit lane, by ones, gives per 32-bit lane
 // `(w0 - 0x8000) + (w1 - 0x8000)` for its two native words, added into `i32` lanes; the
@@ -211,8 +211,8 @@ fn copy_sum_blocked(dst: &mut [u8], src: &[u8]) -> u64 {
     dst.chunks_mut(2048).zip(src.chunks(2048)).map(|(d, s)| copy_sum_body(d, s)).sum()
 }
 
-/// Native-order wide sum of a slice shorter than [`SMALL`] (a header, or the tail of a
-/// vector loop): each power-of-two piece of the length at most once, no loop.
+/// Native-order wide sum of a slice shorter than [`SMALL`] (a header, or the last bytes of
+/// the portable loops): each power-of-two piece of the length at most once, no loop.
 #[inline(always)]
 fn tail_sum(t: &[u8]) -> u64 {
     debug_assert!(t.len() < SMALL);
@@ -329,8 +329,7 @@ mod x86 {
         unsafe fn and(self, o: Self) -> Self;
         /// `self` as `i32` lanes plus, for each `i32` lane of `x` holding the native-order
         /// words `w0`, `w1`: `(w0 - 0x8000) + (w1 - 0x8000)`, in `-0x10000..=0xfffe`.
-        /// (`pmaddwd` of `x ^ 0x8000..` with ones: no shifts, which would run on a single
-        /// port on Zen 3.)
+        /// (`pmaddwd` of `x ^ 0x8000..` with ones: three cheap ops and no shift.)
         unsafe fn add_words(self, x: Self) -> Self;
         /// `self + o` as `i32` lanes.
         unsafe fn add(self, o: Self) -> Self;
@@ -466,9 +465,8 @@ mod x86 {
     /// Wide native-order sum of `src`, also copied into `dst` if given.
     ///
     /// `src.len() >= SMALL`. No overflow for any slice: each set of `i32` accumulators is
-    /// bounded by [`SUB`],
-    /// and the `i64` total (then `u64` sum) of words below `2^16` would need a slice of
-    /// more than `2^47` bytes, beyond x86_64's address space.
+    /// bounded by [`SUB`], and the `i64` total (then `u64` sum) of words below `2^16`
+    /// would need a slice of more than `2^47` bytes, beyond x86_64's address space.
     ///
     /// The loaded vectors that are stored are first made [`Vector::opaque`]: otherwise
     /// LLVM's loop-idiom pass sees "store of a load at the same stride" and hoists the
@@ -498,68 +496,86 @@ mod x86 {
             let mut words = vectors / 2;
             let mut odd = 0;
             let mut o = 0;
-            loop {
-                let end = main.min(o + SUB);
-                let mut acc = [V::zero(); UNROLL];
-                while o < end {
-                    for (k, acc) in acc.iter_mut().enumerate() {
-                        let mut x = V::load(s.add(o + k * V::BYTES));
-                        if let Some(d) = d {
-                            x = x.opaque();
-                            x.store(d.add(o + k * V::BYTES));
-                        }
-                        *acc = acc.add_words(x);
-                    }
-                    o += step;
-                }
-                if o < main {
-                    total += total_of(acc) as i64;
-                    continue;
-                }
-                // The last set of accumulators also takes the remaining whole vectors,
-                while o < vectors {
-                    let mut x = V::load(s.add(o));
-                    if let Some(d) = d {
-                        x = x.opaque();
-                        x.store(d.add(o));
-                    }
-                    acc[0] = acc[0].add_words(x);
-                    o += V::BYTES;
-                }
-                // then a trailing odd byte (so that what remains is whole words),
-                let mut end = len;
-                if len % 2 == 1 {
-                    end -= 1;
-                    let b = *s.add(end);
-                    if let Some(d) = d {
-                        *d.add(end) = b;
-                    }
-                    // The high byte of a big-endian word padded with zero.
-                    odd = u16::from_ne_bytes([b, 0]) as u64;
-                }
-                // then the last `rest < V::BYTES` bytes: the vector that ends with them
-                // (starting at an even offset, as `end` is even), copied whole (it rewrites
-                // bytes already copied, with the same values: `src` and `dst` do not
-                // overlap), and summed with the bytes before `vectors` masked to zero.
-                let rest = end - vectors;
-                if rest > 0 {
-                    // `end - V::BYTES >= 0`: `len >= SMALL > V::BYTES`.
-                    let w = end - V::BYTES;
-                    let x = V::load(s.add(w));
-                    if let Some(d) = d {
-                        x.store(d.add(w));
-                    }
-                    // Bytes `i >= V::BYTES - rest` are 0xff (in bounds: `rest < V::BYTES
-                    // <= 32`).
-                    let mask = V::load(TAIL_MASKS.as_ptr().add(32 - V::BYTES + rest));
-                    acc[0] = acc[0].add_words(x.and(mask));
-                    words += V::BYTES / 2;
-                }
-                break (total + total_of(acc) as i64, words, odd);
+            // Whole sets of `SUB` bytes first (inputs longer than 64 KiB only),
+            while main - o > SUB {
+                let end = o + SUB;
+                total += total_of(main_loop::<V>(s, d, &mut o, end)) as i64;
             }
+            // then the rest of the main loop, whose accumulators also take the rest.
+            let mut acc = main_loop::<V>(s, d, &mut o, main);
+            // A trailing odd byte is added on its own (so that what remains is whole
+            // words); the last `rest < V::BYTES` bytes before it come from one vector
+            // ending with them (starting at an even offset, as `end` is even), loaded
+            // before the stores below (the stores just before it would otherwise alias it
+            // modulo 4 KiB when `dst - src` is a multiple of 4 KiB, a slow false
+            // dependency), copied whole (rewriting bytes already copied, with the same
+            // values: `src` and `dst` do not overlap), and summed with the bytes before
+            // `vectors` masked to zero.
+            let end = len - len % 2;
+            let rest = end - vectors;
+            // `end - V::BYTES >= 0`: `len >= SMALL > V::BYTES`.
+            let last = V::load(s.add(end - V::BYTES));
+            // Bytes `i >= V::BYTES - rest` are 0xff (in bounds: `rest < V::BYTES <= 32`).
+            let mask = V::load(TAIL_MASKS.as_ptr().add(32 - V::BYTES + rest));
+            let odd_byte = *s.add(len - 1);
+            // The whole vectors between the main loop and `vectors`,
+            while o < vectors {
+                let mut x = V::load(s.add(o));
+                if let Some(d) = d {
+                    x = x.opaque();
+                    x.store(d.add(o));
+                }
+                acc[0] = acc[0].add_words(x);
+                o += V::BYTES;
+            }
+            // the odd byte,
+            if len % 2 == 1 {
+                if let Some(d) = d {
+                    *d.add(len - 1) = odd_byte;
+                }
+                // The high byte of a big-endian word padded with zero.
+                odd = u16::from_ne_bytes([odd_byte, 0]) as u64;
+            }
+            // and the last vector.
+            if rest > 0 {
+                if let Some(d) = d {
+                    last.store(d.add(end - V::BYTES));
+                }
+                acc[0] = acc[0].add_words(last.and(mask));
+                words += V::BYTES / 2;
+            }
+            (total + total_of(acc) as i64, words, odd)
         };
         // Undo the bias, 0x8000 for each word passed through `add_words`: the exact sum.
         (total + 0x8000 * words as i64) as u64 + odd
+    }
+
+    /// The kernel's main loop from `*o` to `end` (a multiple of the step further) into
+    /// fresh accumulators, copying to `d` if given.
+    ///
+    /// # Safety
+    /// The CPU must support `V`'s instruction set; `s` and `d` must be valid for reads /
+    /// writes of `*o..end`. (Not a closure: those do not inherit `target_feature`, and the
+    /// intrinsics would not inline.)
+    #[inline(always)]
+    unsafe fn main_loop<V: Vector>(s: *const u8, d: Option<*mut u8>, o: &mut usize, end: usize) -> [V; UNROLL] {
+        let step = V::BYTES * UNROLL;
+        // SAFETY: the function's contract.
+        unsafe {
+            let mut acc = [V::zero(); UNROLL];
+            while *o < end {
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    let mut x = V::load(s.add(*o + k * V::BYTES));
+                    if let Some(d) = d {
+                        x = x.opaque();
+                        x.store(d.add(*o + k * V::BYTES));
+                    }
+                    *acc = acc.add_words(x);
+                }
+                *o += step;
+            }
+            acc
+        }
     }
 
     /// The sum of all `i32` lanes of a set of accumulators, which must not overflow.
@@ -568,8 +584,15 @@ mod x86 {
     /// The CPU must support `V`'s instruction set.
     #[inline(always)]
     unsafe fn total_of<V: Vector>(acc: [V; UNROLL]) -> i32 {
-        // SAFETY: the CPU supports `V` (this function's contract).
-        unsafe { acc.into_iter().reduce(|a, b| a.add(b)).unwrap_or(V::zero()).hsum() }
+        // SAFETY: the CPU supports `V` (this function's contract). (A loop, not a closure
+        // passed to `reduce`: closures do not inherit `target_feature`.)
+        unsafe {
+            let mut sum = acc[0];
+            for a in &acc[1..] {
+                sum = sum.add(*a);
+            }
+            sum.hsum()
+        }
     }
 
     /// 32 zero bytes then 32 0xff: a 16- or 32-byte load from it is a mask of trailing
