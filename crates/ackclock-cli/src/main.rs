@@ -1,6 +1,10 @@
 //! The `ackclock` command-line tool. One module per subcommand.
 
 mod decode;
+#[cfg(target_os = "linux")]
+mod fetch;
+#[cfg(target_os = "linux")]
+mod relay;
 mod scenario;
 #[cfg(target_os = "linux")]
 mod serve;
@@ -20,6 +24,12 @@ struct Cli {
 enum Command {
     /// Decode an Ethernet frame (hex) with ackclock's own parsers.
     Decode(decode::DecodeArgs),
+    /// Download a URL over a TAP device, with the stack as the TCP client.
+    #[cfg(target_os = "linux")]
+    Fetch(fetch::FetchArgs),
+    /// Relay TCP connections arriving on a TAP device to a host socket (tun2socks-style).
+    #[cfg(target_os = "linux")]
+    Relay(relay::RelayArgs),
     /// Run a built-in scenario on the simulator and plot it (slow start, fast recovery, ...).
     Sim(scenario::SimArgs),
     /// Serve discard, echo, chargen and HTTP (GET /bytes/N) on a TAP device.
@@ -38,6 +48,10 @@ fn main() -> ExitCode {
     }
     match Cli::parse().command {
         Command::Decode(args) => decode::run(args),
+        #[cfg(target_os = "linux")]
+        Command::Fetch(args) => fetch::run(args),
+        #[cfg(target_os = "linux")]
+        Command::Relay(args) => relay::run(args),
         Command::Sim(args) => scenario::run(args),
         #[cfg(target_os = "linux")]
         Command::Serve(args) => serve::run(args),

@@ -44,6 +44,9 @@ pub struct ServeArgs {
     /// Plain TAP: no virtio-net header, no checksum or segmentation offload.
     #[arg(long)]
     plain: bool,
+    /// Impair the TAP both ways (`phy::Impaired`): e.g. loss=2%,delay=20ms,reorder=5%:10ms.
+    #[arg(long, value_name = "SPEC")]
+    impair: Option<crate::relay::ImpairSpec>,
 }
 
 /// An IPv4 address with a prefix length.
@@ -132,7 +135,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     // Offload mode: 64 KiB buffers, touched only when used.
     let rx_buffers = if args.plain { 4096 } else { 1024 };
     let rx_pool = Pool::new(Tap::pool_config(&tap_config, rx_buffers)).map_err(|e| format!("receive pool: {e}"))?;
-    let mut tap = Tap::open(&args.tap, tap_config, rx_pool).map_err(|e| format!("TAP {}: {e}", args.tap))?;
+    let tap = Tap::open(&args.tap, tap_config, rx_pool).map_err(|e| format!("TAP {}: {e}", args.tap))?;
     let name = tap.name().to_string();
     let netns = args.netns.as_deref();
     if let Some(ns) = netns {
@@ -142,6 +145,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         ip(netns, &["addr", "replace", &host.to_string(), "dev", &name])?;
         ip(netns, &["link", "set", &name, "up"])?;
     }
+    // Without --impair a clean pass-through; the loop wakes for its held frames too.
+    let mut tap = crate::relay::impaired(tap, args.impair.as_ref(), rx_buffers);
 
     let clock_start = std::time::Instant::now();
     // The stack's epoch is one second before start, so no timestamp is zero.
@@ -192,11 +197,12 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             }
         });
         stack.transmit(now, &mut tap);
-        if let Some(e) = tap.take_error() {
+        if let Some(e) = tap.inner_mut().take_error() {
             eprintln!("ackclock serve: {name}: {e}");
         }
-        let timeout = stack.poll_at().map_or(MAX_WAIT, |t| t.saturating_duration_since(clock()).min(MAX_WAIT));
-        if let Err(e) = tap.wait(Some(timeout)) {
+        let next = [stack.poll_at(), tap.poll_at()].into_iter().flatten().min();
+        let timeout = next.map_or(MAX_WAIT, |t| t.saturating_duration_since(clock()).min(MAX_WAIT));
+        if let Err(e) = tap.inner().wait(Some(timeout)) {
             result = Err(e.to_string());
             break;
         }
@@ -211,7 +217,11 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         let _ = stack.tcp_unlisten(l);
     }
     stack.transmit(clock(), &mut tap);
-    let (d, c) = (tap.stats(), *tap.counters());
+    let (d, c) = (tap.stats(), *tap.inner().counters());
+    if args.impair.is_some() {
+        let (tx, rx) = tap.impair_stats();
+        eprintln!("ackclock serve: {}", crate::relay::impair_report(tx, rx));
+    }
     eprintln!(
         "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes, {} dropped",
         d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_csum_partial, d.tx_frames, d.tx_bytes, d.tx_dropped + d.rx_dropped

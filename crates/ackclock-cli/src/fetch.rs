@@ -1,0 +1,313 @@
+//! `ackclock fetch URL`: one HTTP/1.1 GET with the stack as the client, over a TAP.
+//!
+//! The stack opens the connection (`tcp_connect`), sends `GET PATH` with
+//! `Connection: close`, reads the response head (status line and `Content-Length`), and
+//! then the body: until `Content-Length` bytes, or the server's FIN when there is none. The
+//! body goes to `--output` (`-` for stdout) or is counted and dropped. Chunked responses are
+//! not decoded. The host must be an IPv4 address on the TAP's subnet (no DNS, no gateway).
+//!
+//! The loop is `serve`'s: `stack.receive`, client step, `stack.transmit`, sleep on the TAP
+//! until a frame or the next timer (the impairment's included). Exit status 0 for a `2xx`
+//! answer whose body arrived whole.
+
+use crate::relay::{install_signals, stopping, Link, LinkArgs};
+use ackclock::{Error, Stack, TcpHandle};
+use clap::Args;
+use core::net::Ipv4Addr;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Download a URL (http://A.B.C.D[:PORT]/PATH) with the stack as the TCP client, over a TAP.
+#[derive(Args)]
+pub struct FetchArgs {
+    /// http://A.B.C.D[:PORT]/PATH; the address must be on the TAP's subnet.
+    url: String,
+    #[command(flatten)]
+    link: LinkArgs,
+    /// Write the body here (`-`: stdout); without it the body is counted and dropped.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    timeout: u64,
+    /// Print the result as JSON on stdout (not with `--output -`).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Longest response head accepted.
+const HEAD_LIMIT: usize = 16 * 1024;
+
+pub fn run(args: FetchArgs) -> ExitCode {
+    match fetch(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("ackclock fetch: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `http://A.B.C.D[:PORT][/PATH]` as (address, port, path).
+fn parse_url(url: &str) -> Result<(Ipv4Addr, u16, String), String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url}: only http:// URLs"))?;
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |i| rest.split_at(i));
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| format!("{p}: bad port"))?),
+        None => (authority, 80),
+    };
+    let addr = host.parse().map_err(|_| format!("{host}: expected an IPv4 address (no DNS here)"))?;
+    Ok((addr, port, path.to_string()))
+}
+
+/// The status code and `Content-Length` of a response head (without the blank line).
+fn parse_head(head: &[u8]) -> Result<(u16, Option<u64>), String> {
+    let head = std::str::from_utf8(head).map_err(|_| "response head is not UTF-8".to_string())?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap_or("");
+    let mut parts = status.splitn(3, ' ');
+    let code = match (parts.next(), parts.next()) {
+        (Some(v), Some(c)) if v.starts_with("HTTP/1.") => c.parse::<u16>().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| format!("bad status line {status:?}"))?;
+    let mut length = None;
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            if name.trim().eq_ignore_ascii_case("content-length") {
+                length = Some(value.trim().parse().map_err(|_| format!("bad Content-Length {value:?}"))?);
+            } else if name.trim().eq_ignore_ascii_case("transfer-encoding") {
+                return Err("chunked (or other) transfer encodings are not supported".into());
+            }
+        }
+    }
+    Ok((code, length))
+}
+
+/// The GET in progress.
+struct Client {
+    handle: TcpHandle,
+    request: Vec<u8>,
+    sent: usize,
+    head: Vec<u8>,
+    status: Option<u16>,
+    length: Option<u64>,
+    body: u64,
+    out: Option<Box<dyn Write>>,
+    eof: bool,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Move bytes; `Ok(true)` when the response is complete.
+    fn step(&mut self, stack: &mut Stack) -> Result<bool, String> {
+        let h = self.handle;
+        while self.sent < self.request.len() {
+            match stack.tcp_send(h, &self.request[self.sent..]) {
+                Ok(n) => self.sent += n,
+                Err(Error::WouldBlock | Error::NoBufferSpace) => return Ok(false),
+                Err(e) => return Err(format!("send: {e}")),
+            }
+        }
+        loop {
+            if self.status.is_some() && self.length.is_some_and(|l| self.body >= l) {
+                return Ok(true);
+            }
+            let n = match stack.tcp_recv(h, &mut self.buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return match (self.status, self.length) {
+                        (None, _) => Err("connection closed before the response head".into()),
+                        (Some(_), Some(l)) if self.body < l => {
+                            Err(format!("connection closed after {} of {l} body bytes", self.body))
+                        }
+                        _ => Ok(true),
+                    };
+                }
+                Ok(n) => n,
+                Err(Error::WouldBlock) => return Ok(false),
+                Err(e) => return Err(format!("receive: {e}")),
+            };
+            let mut data = &self.buf[..n];
+            if self.status.is_none() {
+                self.head.extend_from_slice(data);
+                let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    if self.head.len() > HEAD_LIMIT {
+                        return Err("response head too long".into());
+                    }
+                    continue;
+                };
+                let (code, length) = parse_head(&self.head[..end])?;
+                self.status = Some(code);
+                self.length = length;
+                let rest = self.head.split_off(end + 4);
+                self.buf[..rest.len()].copy_from_slice(&rest);
+                data = &self.buf[..rest.len()];
+            }
+            let take = match self.length {
+                Some(l) => data.len().min((l - self.body) as usize),
+                None => data.len(),
+            };
+            if let Some(out) = &mut self.out {
+                out.write_all(&data[..take]).map_err(|e| format!("output: {e}"))?;
+            }
+            self.body += take as u64;
+        }
+    }
+}
+
+fn fetch(args: FetchArgs) -> Result<bool, String> {
+    install_signals();
+    let (addr, port, path) = parse_url(&args.url)?;
+    let me = args.link.addr;
+    let mask = if me.prefix == 0 { 0 } else { u32::MAX << (32 - me.prefix as u32) };
+    if (addr.to_bits() ^ me.addr.to_bits()) & mask != 0 {
+        return Err(format!("{addr} is not on {me} (no gateway here)"));
+    }
+    if args.json && args.output.as_deref() == Some(std::path::Path::new("-")) {
+        return Err("--json and --output - both write to stdout".into());
+    }
+    let out: Option<Box<dyn Write>> = match args.output.as_deref() {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => Some(Box::new(BufWriter::with_capacity(1 << 20, io::stdout()))),
+        Some(p) => Some(Box::new(BufWriter::with_capacity(
+            1 << 20,
+            File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        ))),
+    };
+    let mut link = Link::open(&args.link)?;
+    let mut stack = link.stack(me)?;
+    let host = if port == 80 { addr.to_string() } else { format!("{addr}:{port}") };
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: ackclock\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    );
+    let handle = stack.tcp_connect(addr, port).map_err(|e| format!("connect {addr}:{port}: {e}"))?;
+    let mut client = Client {
+        handle,
+        request: request.into_bytes(),
+        sent: 0,
+        head: Vec::new(),
+        status: None,
+        length: None,
+        body: 0,
+        out,
+        eof: false,
+        buf: vec![0; 256 * 1024],
+    };
+    let start = std::time::Instant::now();
+    let deadline = start + std::time::Duration::from_secs(args.timeout);
+    let mut result = None;
+    let mut established_at = None;
+    while !stopping() {
+        let now = link.now();
+        stack.receive(now, &mut link.dev);
+        if established_at.is_none() && stack.tcp_readiness(handle).is_ok_and(|r| r.state.can_send()) {
+            established_at = Some(start.elapsed());
+        }
+        match client.step(&mut stack) {
+            Ok(false) => {}
+            done => {
+                result = Some(done.map(|_| ()));
+                break;
+            }
+        }
+        stack.transmit(now, &mut link.dev);
+        link.report_errors("ackclock fetch");
+        if std::time::Instant::now() >= deadline {
+            result = Some(Err(format!("timed out after {} s", args.timeout)));
+            break;
+        }
+        if let Err(e) = link.tap().wait(Some(link.timeout(&stack))) {
+            result = Some(Err(e.to_string()));
+            break;
+        }
+    }
+    let mut result = result.unwrap_or_else(|| Err("interrupted".into()));
+    let elapsed = start.elapsed();
+    let info = stack.tcp_info(handle).ok();
+    if let Some(out) = &mut client.out {
+        if let Err(e) = out.flush() {
+            result = result.and(Err(format!("output: {e}")));
+        }
+    }
+    drop(client.out.take());
+
+    // Close, and run the stack a little longer so the FIN (and the last ACK) go out.
+    if result.is_ok() {
+        let _ = stack.tcp_close(handle);
+    } else {
+        let _ = stack.tcp_abort(handle);
+    }
+    let linger = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let now = link.now();
+        stack.receive(now, &mut link.dev);
+        stack.transmit(now, &mut link.dev);
+        if stack.tcp().connections() == 0 || std::time::Instant::now() >= linger || stopping() {
+            break;
+        }
+        let _ = link.tap().wait(Some(link.timeout(&stack).min(std::time::Duration::from_millis(20))));
+    }
+
+    let secs = elapsed.as_secs_f64();
+    let mbps = client.body as f64 * 8.0 / secs.max(1e-9) / 1e6;
+    let status = client.status.map_or("-".to_string(), |s| s.to_string());
+    let retransmits = info.map_or(0, |i| i.stats.retransmits);
+    let ok = result.is_ok() && client.status.is_some_and(|s| (200..300).contains(&s));
+    eprintln!(
+        "ackclock fetch: GET {}: status {status}, {} body bytes in {secs:.3} s ({mbps:.1} Mbit/s), {retransmits} retransmits{}; {}",
+        args.url,
+        client.body,
+        result.as_ref().err().map_or(String::new(), |e| format!("; error: {e}")),
+        link.summary()
+    );
+    if args.json {
+        let opts = info.map(|i| {
+            serde_json::json!({
+                "mss": i.smss, "snd_wscale": i.snd_wscale, "rcv_wscale": i.rcv_wscale,
+                "sack": i.sack, "timestamps": i.timestamps,
+            })
+        });
+        let out = serde_json::json!({
+            "url": args.url,
+            "status": client.status,
+            "content_length": client.length,
+            "bytes": client.body,
+            "complete": result.is_ok(),
+            "error": result.as_ref().err(),
+            "secs": secs,
+            "connect_secs": established_at.map(|d| d.as_secs_f64()),
+            "retransmits": retransmits,
+            "rtos": info.map_or(0, |i| i.stats.rtos),
+            "options": opts,
+        });
+        println!("{out}");
+    }
+    link.finish()?;
+    Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse() {
+        assert_eq!(parse_url("http://10.0.0.1/x/y").unwrap(), (Ipv4Addr::new(10, 0, 0, 1), 80, "/x/y".into()));
+        assert_eq!(parse_url("http://10.0.0.1:8000").unwrap(), (Ipv4Addr::new(10, 0, 0, 1), 8000, "/".into()));
+        assert!(parse_url("https://10.0.0.1/").is_err());
+        assert!(parse_url("http://example.com/").is_err());
+        assert!(parse_url("http://10.0.0.1:x/").is_err());
+    }
+
+    #[test]
+    fn heads_parse() {
+        assert_eq!(parse_head(b"HTTP/1.0 200 OK\r\nServer: x\r\nContent-Length: 12").unwrap(), (200, Some(12)));
+        assert_eq!(parse_head(b"HTTP/1.1 404 Not Found").unwrap(), (404, None));
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked").is_err());
+        assert!(parse_head(b"SSH-2.0").is_err());
+    }
+}

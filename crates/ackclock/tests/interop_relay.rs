@@ -1,0 +1,539 @@
+//! `ackclock relay` against Linux: curl and Python clients inside a private network
+//! namespace, the relay (in the root namespace) with its TAP moved into it, and servers on
+//! 127.0.0.1 of the root namespace that the relay's host sockets reach.
+//!
+//! Needs root, /dev/net/tun, curl, python3 (and tshark for the options test): without them
+//! every test prints SKIP and passes. Every child process is bounded in time and stopped on
+//! drop; namespaces go with their `NetNs`, temporary files with their `TempDir`.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::netns::{self, NetNs};
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+const STACK_ADDR: &str = "10.77.0.2";
+const STACK_CIDR: &str = "10.77.0.2/24";
+const HOST_CIDR: &str = "10.77.0.1/24";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Plain,
+    Offload,
+}
+
+/// Skip (print the reason, pass) when namespaces or the needed tools are not available.
+fn skip(tools: &[&str]) -> bool {
+    let why = netns::unavailable()
+        .or_else(|| tools.iter().find(|t| !netns::have(t)).map(|t| format!("`{t}` is not installed")));
+    if let Some(why) = why {
+        eprintln!("SKIP: {why}");
+        return true;
+    }
+    false
+}
+
+/// `target/<profile>/ackclock`, built now with this test's profile (a no-op when fresh).
+fn cli() -> &'static PathBuf {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap().to_path_buf();
+        let target_dir = profile_dir.parent().unwrap();
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev".to_string(),
+            Some(p) => p.to_string(),
+            None => panic!("unexpected test executable path {exe:?}"),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "ackclock-cli", "--bin", "ackclock", "--profile", &profile])
+            .arg("--manifest-path")
+            .arg(manifest)
+            .arg("--target-dir")
+            .arg(target_dir)
+            .status()
+            .expect("run cargo to build the ackclock CLI");
+        assert!(status.success(), "building the ackclock CLI failed");
+        profile_dir.join("ackclock")
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Child processes and temporary directories that clean up after themselves.
+
+/// A long-running child (relay, a server): its stdout lines arrive on a channel; SIGTERM,
+/// bounded wait, SIGKILL on stop or drop.
+struct Proc {
+    what: &'static str,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+}
+
+impl Proc {
+    /// Spawn `cmd`, and wait (at most 60 s) for a stdout line containing `ready`; returns
+    /// the process and that line.
+    fn start(what: &'static str, mut cmd: Command, ready: &str) -> (Proc, String) {
+        let mut child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+        let mut err = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut p = Proc { what, child, lines, stderr: Some(stderr) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match p.lines.recv_timeout(left) {
+                Ok(line) if line.contains(ready) => return (p, line),
+                Ok(_) => {}
+                Err(e) => {
+                    let (out, err) = p.stop();
+                    panic!("{what} did not start ({e}); stdout:\n{out}\nstderr:\n{err}")
+                }
+            }
+        }
+    }
+
+    /// SIGTERM, wait (at most 15 s, then SIGKILL); the rest of stdout and all of stderr.
+    fn stop(&mut self) -> (String, String) {
+        // SAFETY: signalling our own child, which has not been reaped yet.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break;
+                }
+            }
+        }
+        let err = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        let mut out = String::new();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            out += &l;
+            out.push('\n');
+        }
+        (out, err)
+    }
+
+    /// Stop, and require a zero exit status.
+    fn stop_ok(&mut self) -> (String, String) {
+        let (out, err) = self.stop();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{} exited with {status}; stderr:\n{err}", self.what);
+        (out, err)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.stderr.is_some() {
+            let (_, err) = self.stop();
+            eprintln!("{} stderr:\n{err}", self.what);
+        }
+    }
+}
+
+/// A directory under the system's temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("ackclock-relay-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `len` pseudo-random bytes (xorshift, seeded) in `dir/name`; returns their SHA-256.
+fn random_file(dir: &Path, name: &str, len: usize, seed: u64) -> [u8; 32] {
+    let mut x = seed | 1;
+    let mut data = Vec::with_capacity(len + 8);
+    while data.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data.extend_from_slice(&x.to_le_bytes());
+    }
+    data.truncate(len);
+    std::fs::write(dir.join(name), &data).unwrap();
+    Sha256::digest(&data).into()
+}
+
+/// `python3 -m http.server` on 127.0.0.1 of the root namespace, serving `dir`; its port.
+fn host_http_server(dir: &Path) -> (Proc, u16) {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "5", "600", "python3", "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory"]);
+    cmd.arg(dir);
+    let (p, line) = Proc::start("http.server", cmd, "Serving HTTP");
+    // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+    let port = line.split_whitespace().skip_while(|w| *w != "port").nth(1).and_then(|p| p.parse().ok());
+    (p, port.unwrap_or_else(|| panic!("no port in {line:?}")))
+}
+
+/// `ackclock relay` on a TAP moved into `ns`, to 127.0.0.1:`port`, with `extra` options.
+fn relay(ns: &mut NetNs, mode: Mode, to: u16, extra: &[&str]) -> Proc {
+    let tap = ns.tap_name().to_string();
+    ns.adopt(&tap);
+    let mut cmd = Command::new(cli());
+    cmd.args(["relay", "--tap", &tap, "--addr", STACK_CIDR, "--host-addr", HOST_CIDR, "--netns", ns.name()]);
+    cmd.args(["--to", &format!("127.0.0.1:{to}")]).args(extra);
+    if mode == Mode::Plain {
+        cmd.arg("--plain");
+    }
+    Proc::start("relay", cmd, "ready").0
+}
+
+/// Run curl inside the namespace, body to stdout; (bytes, SHA-256, exit code, stderr).
+fn curl(ns: &NetNs, url: &str, timeout_secs: u64) -> (u64, [u8; 32], Option<i32>, String) {
+    let mut child = ns
+        .command(timeout_secs, "curl")
+        .args(["-sS", "--fail", "-o", "-", url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn curl");
+    let mut out = child.stdout.take().unwrap();
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        match out.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => {
+                h.update(&buf[..k]);
+                total += k as u64;
+            }
+        }
+    }
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    let status = child.wait().unwrap();
+    (total, h.finalize().into(), status.code(), err)
+}
+
+/// The number after `"key":` in a JSON text (the first occurrence after `after`).
+fn json_u64(text: &str, after: &str, key: &str) -> Option<u64> {
+    let rest = &text[text.find(after)?..];
+    let rest = &rest[rest.find(&format!("\"{key}\":"))? + key.len() + 3..];
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+macro_rules! both_modes {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn plain() {
+                ($body)(Mode::Plain)
+            }
+            #[test]
+            fn offload() {
+                ($body)(Mode::Offload)
+            }
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests.
+
+/// curl in the namespace -> relay -> http.server on host loopback: a 10 MB file, hashed,
+/// on two listening ports; the relay's JSON report counts the bytes.
+fn curl_10mb(mode: Mode) {
+    if skip(&["curl", "python3", "timeout"]) {
+        return;
+    }
+    let dir = TempDir::new();
+    let n = 10 * 1024 * 1024;
+    let want = random_file(&dir.0, "f.bin", n, 0x5eed);
+    let (_server, port) = host_http_server(&dir.0);
+    let mut ns = NetNs::new();
+    let mut relay = relay(&mut ns, mode, port, &["--listen", "80,8080", "--json"]);
+    for url in [format!("http://{STACK_ADDR}/f.bin"), format!("http://{STACK_ADDR}:8080/f.bin")] {
+        let (len, sum, code, err) = curl(&ns, &url, 120);
+        assert_eq!(code, Some(0), "curl {url}: {err}");
+        assert_eq!(len, n as u64, "{url}: body length");
+        assert!(sum == want, "{url}: body SHA-256 differs from the file's");
+    }
+    // curl exits once it has Content-Length bytes; its FIN may still be on its way through
+    // the relay, which would then count the connection as reset at exit.
+    std::thread::sleep(Duration::from_millis(500));
+    let (out, err) = relay.stop_ok();
+    let json = out.lines().last().unwrap_or("");
+    assert_eq!(json_u64(json, "\"total\"", "connections"), Some(2), "{json}\n{err}");
+    assert_eq!(json_u64(json, "\"total\"", "reset_at_exit"), Some(0), "{json}");
+    let down = json_u64(json, "\"total\"", "down").unwrap();
+    assert!(down > 2 * n as u64 && down < 2 * n as u64 + 4096, "down {down}: body and two heads\n{json}");
+    assert!(json.matches("\"end\":\"closed\"").count() == 2, "{json}");
+    assert!(err.contains("-> :80:") && err.contains("-> :8080:"), "per-connection lines:\n{err}");
+}
+both_modes!(curl_10mb_via_host_loopback, curl_10mb);
+
+/// A host-loopback TCP server for the half-close tests. `echo`: echo until EOF, then
+/// close. `first`: send N bytes, half-close, then read to EOF. It prints `port P` when
+/// listening, and what it did at the end.
+const HOST_SERVER: &str = r#"
+import hashlib, random, socket, sys
+mode, n = sys.argv[1], int(sys.argv[2])
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(4)
+print("port", ls.getsockname()[1], "ready", flush=True)
+c, _ = ls.accept()
+c.settimeout(120)
+if mode == "echo":
+    total = 0
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        c.sendall(b)
+        total += len(b)
+    c.close()
+    print("echoed", total, flush=True)
+else:
+    c.sendall(random.Random(9).randbytes(n))
+    c.shutdown(socket.SHUT_WR)
+    h, total = hashlib.sha256(), 0
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        h.update(b)
+        total += len(b)
+    c.close()
+    print("received", total, h.hexdigest() == hashlib.sha256(random.Random(7).randbytes(n)).hexdigest(), flush=True)
+"#;
+
+fn host_server(mode: &str, n: usize) -> (Proc, u16) {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "5", "300", "python3", "-u", "-c", HOST_SERVER, mode, &n.to_string()]);
+    let (p, line) = Proc::start("host server", cmd, "ready");
+    let port = line.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+    (p, port.unwrap_or_else(|| panic!("no port in {line:?}")))
+}
+
+/// Wait (bounded) for the host server's last line.
+fn server_result(p: &mut Proc) -> String {
+    p.lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| format!("no result: {e}"))
+}
+
+/// The peer sends 10 MB while reading, then half-closes; its FIN reaches the host server
+/// as EOF (shutdown(Write) on the host socket), whose close comes back as the stack's FIN.
+const ECHO_CLIENT: &str = r#"
+import hashlib, random, socket, sys, threading
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data = random.Random(7).randbytes(n)
+s = socket.create_connection((host, port), timeout=60)
+def send():
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+t = threading.Thread(target=send)
+t.start()
+got = bytearray()
+while True:
+    b = s.recv(1 << 20)
+    if not b:
+        break
+    got += b
+t.join()
+s.close()
+print(len(got), bytes(got) == data)
+"#;
+
+fn echo_half_close(mode: Mode) {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    let n = 10 * 1024 * 1024;
+    let (mut server, port) = host_server("echo", 0);
+    let mut ns = NetNs::new();
+    let mut relay = relay(&mut ns, mode, port, &["--listen", "7"]);
+    let out = ns
+        .command(180, "python3")
+        .args(["-c", ECHO_CLIENT, STACK_ADDR, "7", &n.to_string()])
+        .output()
+        .expect("run python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let said = server_result(&mut server);
+    let (_, log) = relay.stop_ok();
+    assert!(out.status.success(), "echo client: {text} {}\nrelay: {log}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.trim(), format!("{n} True"), "relay: {log}");
+    assert_eq!(said, format!("echoed {n}"));
+    assert!(log.contains(&format!("{n} bytes up, {n} bytes down")) && log.contains("closed"), "{log}");
+}
+both_modes!(echo_10mb_half_close, echo_half_close);
+
+/// The other way round: the host server sends 1 MB and half-closes first; the peer reads
+/// to that EOF (the stack's FIN) while its own direction stays open, then sends 1 MB and
+/// closes, and the host server gets all of it.
+const FIRST_CLIENT: &str = r#"
+import random, socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.create_connection((host, port), timeout=60)
+got = bytearray()
+while True:
+    b = s.recv(1 << 20)
+    if not b:
+        break
+    got += b
+ok = bytes(got) == random.Random(9).randbytes(n)
+s.sendall(random.Random(7).randbytes(n))
+s.close()
+print(len(got), ok)
+"#;
+
+fn host_half_closes_first(mode: Mode) {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    let n = 1024 * 1024;
+    let (mut server, port) = host_server("first", n);
+    let mut ns = NetNs::new();
+    let mut relay = relay(&mut ns, mode, port, &["--listen", "9000"]);
+    let out = ns
+        .command(120, "python3")
+        .args(["-c", FIRST_CLIENT, STACK_ADDR, "9000", &n.to_string()])
+        .output()
+        .expect("run python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let said = server_result(&mut server);
+    let (_, log) = relay.stop_ok();
+    assert!(out.status.success(), "client: {text} {}\nrelay: {log}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.trim(), format!("{n} True"), "relay: {log}");
+    assert_eq!(said, format!("received {n} True"), "relay: {log}");
+}
+both_modes!(host_half_closes_first, host_half_closes_first);
+
+/// Nothing listens at `--to`: the accepted connection is reset, and curl says so at once.
+fn host_refuses(mode: Mode) {
+    if skip(&["curl"]) {
+        return;
+    }
+    // A port nobody listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut ns = NetNs::new();
+    let mut relay = relay(&mut ns, mode, port, &[]);
+    let t0 = std::time::Instant::now();
+    let out = ns
+        .command(30, "curl")
+        .args(["-sS", "--max-time", "10", &format!("http://{STACK_ADDR}/")])
+        .output()
+        .expect("run curl");
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, log) = relay.stop_ok();
+    // The RST may land before curl has seen its connect complete (7: couldn't connect) or
+    // after it sent the request (56: receive failure; 55: send failure; 52: empty reply);
+    // never a timeout (28).
+    let code = out.status.code();
+    assert!(matches!(code, Some(7 | 52 | 55 | 56)), "curl {code:?}: {err}\nrelay: {log}");
+    assert!(took < Duration::from_secs(5), "curl took {took:?}");
+    assert!(log.contains("connect: Connection refused"), "{log}");
+}
+both_modes!(host_refused_resets_peer, host_refuses);
+
+/// SIGTERM with a connection open: both sides are reset, the relay exits 0 and reports it.
+#[test]
+fn sigterm_resets_both_sides() {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    let (server, port) = host_server("echo", 0);
+    let mut ns = NetNs::new();
+    let mut relay = relay(&mut ns, Mode::Offload, port, &["--listen", "7", "--json"]);
+    let client = r#"
+import socket, sys
+s = socket.create_connection((sys.argv[1], 7), timeout=30)
+s.sendall(b"x" * 1000)
+got = 0
+while got < 1000:
+    got += len(s.recv(1000))
+print("connected", flush=True)
+try:
+    print("eof" if s.recv(1) == b"" else "data")
+except ConnectionResetError:
+    print("reset")
+"#;
+    let mut child =
+        ns.command(60, "python3").args(["-c", client, STACK_ADDR]).stdout(Stdio::piped()).spawn().expect("run python3");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("connected"));
+    let (out, log) = relay.stop_ok();
+    assert!(log.contains("1 reset at exit") && log.contains("1000 bytes up, 1000 bytes down"), "{log}");
+    assert_eq!(json_u64(&out, "\"total\"", "reset_at_exit"), Some(1), "{out}");
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("reset"));
+    let _ = child.wait();
+    // The host side was reset too: the echo server's recv fails, so it prints nothing.
+    assert!(server.lines.recv_timeout(Duration::from_secs(5)).is_err(), "host server saw a clean EOF");
+}
+
+/// The handshake's options, from the relay's own capture (`--pcap`): Linux's SYN and the
+/// stack's SYN-ACK both carry MSS, window scale, SACK-permitted and timestamps.
+#[test]
+fn handshake_options_in_pcap() {
+    if skip(&["curl", "python3", "tshark", "timeout"]) {
+        return;
+    }
+    let dir = TempDir::new();
+    random_file(&dir.0, "small", 1000, 1);
+    let (_server, port) = host_http_server(&dir.0);
+    let mut ns = NetNs::new();
+    let pcap = dir.0.join("relay.pcap");
+    let mut relay = relay(&mut ns, Mode::Offload, port, &["--pcap", pcap.to_str().unwrap()]);
+    let (len, _, code, err) = curl(&ns, &format!("http://{STACK_ADDR}/small"), 30);
+    assert_eq!((code, len), (Some(0), 1000), "curl: {err}");
+    relay.stop_ok();
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-Y", "tcp.flags.syn==1", "-T", "fields", "-E", "separator=|"])
+        .args(["-e", "ip.src", "-e", "tcp.flags.ack", "-e", "tcp.options.mss_val", "-e", "tcp.options.wscale.shift"])
+        .args(["-e", "tcp.options.sack_perm", "-e", "tcp.options.timestamp.tsval"])
+        .output()
+        .expect("run tshark");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
+    let syn = rows.iter().find(|r| r[0] == "10.77.0.1" && r[1] == "0").unwrap_or_else(|| panic!("no SYN:\n{text}"));
+    let synack =
+        rows.iter().find(|r| r[0] == STACK_ADDR && r[1] == "1").unwrap_or_else(|| panic!("no SYN-ACK:\n{text}"));
+    for (what, r) in [("Linux SYN", syn), ("ackclock SYN-ACK", synack)] {
+        assert!(r.len() == 6 && r[2..].iter().all(|f| !f.is_empty()), "{what} lacks an option: {r:?}\n{text}");
+        assert_eq!(r[2], "1460", "{what} MSS");
+    }
+}
