@@ -58,9 +58,16 @@ impl Stack {
     /// A stack for a device with `caps`. Allocates its pool and rings now.
     pub fn new(config: StackConfig, caps: Capabilities, now: Instant) -> Result<Stack, PoolConfigError> {
         let pool = Pool::new(config.pool)?;
+        let mut tcp = Tcp::new(config.tcp, config.seed, now);
+        if tcp.config.tso && caps.tso_max > 0 {
+            // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)
+            // whose payload fits one pool buffer.
+            let room = pool.buffer_size().saturating_sub(pool.headroom());
+            tcp.set_gso_max(caps.tso_max.saturating_sub(20 + 60).min(room));
+        }
         Ok(Stack {
             iface: Interface::new(config.iface, caps),
-            tcp: Tcp::new(config.tcp, config.seed, now),
+            tcp,
             pool,
             tx: Batch::with_capacity(config.batch.max(1)),
             rx: Batch::with_capacity(config.batch.max(1)),

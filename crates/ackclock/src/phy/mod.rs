@@ -12,12 +12,14 @@
 //! Devices move batches, never one packet per call. A device may hold frames for later
 //! (a simulated link's propagation delay): [`Device::poll_at`] says when it next has work.
 
+pub mod gso;
 pub mod impair;
 pub mod pcap;
 pub mod pipe;
 #[cfg(target_os = "linux")]
 pub mod tap;
 
+pub use gso::{GsoStats, SoftGso};
 pub use impair::{ImpairStats, Impaired, Impairment};
 pub use pcap::{Capture, PcapWriter, Resolution};
 pub use pipe::{pipe, PipeConfig, PipeEnd};

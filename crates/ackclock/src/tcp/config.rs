@@ -70,6 +70,10 @@ pub struct TcpConfig {
     pub max_connections: usize,
     /// Ephemeral ports for active opens (RFC 6056; IANA's range by default).
     pub ephemeral_ports: (u16, u16),
+    /// Hand the device segments of many MSS to cut (TCP segmentation offload) when it offers
+    /// it ([`Capabilities::tso_max`](crate::phy::Capabilities::tso_max)) and the pool's
+    /// buffers can hold them.
+    pub tso: bool,
 }
 
 impl Default for TcpConfig {
@@ -96,6 +100,7 @@ impl Default for TcpConfig {
             challenge_ack_limit: 1000,
             max_connections: 4096,
             ephemeral_ports: (49152, 65535),
+            tso: true,
         }
     }
 }

@@ -110,6 +110,8 @@ pub struct Tcp {
     pub(crate) trace: trace::Trace,
     /// Connections in use (every state but free).
     live: usize,
+    /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
+    gso_max: usize,
 }
 
 /// The parts of a stack a TCP routine sends through.
@@ -170,8 +172,15 @@ impl Tcp {
             challenge: ChallengeLimiter::default(),
             trace: trace::Trace::default(),
             live: 0,
+            gso_max: 0,
             config,
         }
+    }
+
+    /// Let connections queue segments of up to `max` payload bytes for a device that cuts
+    /// them (segmentation offload); 0 turns it off.
+    pub(crate) fn set_gso_max(&mut self, max: usize) {
+        self.gso_max = max;
     }
 
     pub fn config(&self) -> &TcpConfig {
@@ -811,7 +820,7 @@ impl Tcp {
         }
         let mut data = &data[..data.len().min(room)];
         let mut copied = 0;
-        let seg_size = tcb.eff_mss as usize;
+        let seg_size = output::send_unit(tcb, self.gso_max);
         while !data.is_empty() {
             // Fill the unsent tail segment first (Afterburner: "send tries to fill the
             // cluster at the end of the socket buffer before obtaining a new one").

@@ -12,7 +12,7 @@ use super::recovery;
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{FourTuple, State, Tcb, TxSeg};
-use crate::buf::{BufError, PBuf};
+use crate::buf::{BufError, Flags, PBuf};
 use crate::iface::{tcp_pseudo_sum, NextHop};
 use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags, TcpPacket, TcpRepr};
 
@@ -167,10 +167,18 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // part beyond snd_nxt against the window.
             let remaining = (seg_seq + seg_len).since(tcb.snd_nxt).min(seg_len);
             if remaining > usable {
+                // An offload unit (several MSS) that does not fit: wait for the ACKs that
+                // are about to open the window rather than cut it (a copy).
+                let unit = seg_len > smss;
+                if unit && tso_should_defer(env, tcb, usable, outstanding) {
+                    break;
+                }
                 // Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a partial segment only if it
-                // is at least half the largest window the peer has offered.
+                // is at least half the largest window the peer has offered. A unit is cut
+                // at a whole number of MSS.
+                let cut = if unit && usable >= smss { usable - usable % smss } else { usable };
                 if usable > 0 && seg_seq == tcb.snd_nxt && (usable >= smss || usable >= tcb.max_snd_wnd / 2) {
-                    if split_front(env, tcb, idx, usable as usize).is_err() {
+                    if split_front(env, tcb, idx, cut as usize).is_err() {
                         break;
                     }
                     continue;
@@ -214,6 +222,31 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
     sent
 }
 
+/// Payload bytes per send-queue segment: one MSS, or, when the device cuts segments
+/// (`gso_max`, see [`TcpConfig::tso`](super::TcpConfig::tso)), a whole number of MSS sized
+/// like Linux's `tcp_xmit_size_goal`: at most half the largest window the peer has offered
+/// and a third of cwnd, so that a unit usually fits the window when its turn comes.
+pub(crate) fn send_unit(tcb: &Tcb, gso_max: usize) -> usize {
+    let mss = tcb.eff_mss as usize;
+    let goal = gso_max.min(tcb.max_snd_wnd as usize / 2).min(tcb.cwnd() as usize / 3);
+    (goal / mss).max(1) * mss
+}
+
+/// Whether to hold back an offload unit that does not fit the window (Linux's
+/// `tcp_tso_should_defer`): yes while data is in flight whose ACK should come soon (the
+/// oldest unacknowledged segment left at least half an RTT ago), unless the window already
+/// allows a third of itself.
+fn tso_should_defer(env: &Env, tcb: &Tcb, usable: u32, outstanding: u32) -> bool {
+    if outstanding == 0 {
+        return false;
+    }
+    if usable >= tcb.snd_wnd.min(tcb.cwnd()) / 3 {
+        return false;
+    }
+    let (Some(head), Some(srtt)) = (tcb.sndq.front(), tcb.rtt.srtt()) else { return false };
+    head.sent > 0 && env.now.saturating_duration_since(head.sent_at) >= srtt / 2
+}
+
 /// RFC 6675 §5 step (C): while `cwnd - pipe >= 1 SMSS`, send what NextSeg picks. The
 /// scoreboard is scanned again after each segment (O(segments in flight) per send, only
 /// during recovery).
@@ -226,13 +259,20 @@ fn sack_recovery(env: &mut Env, tcb: &mut Tcb) -> bool {
         if tcb.cwnd() < board.pipe.saturating_add(smss) {
             break;
         }
+        // New data goes one MSS at a time: an offload unit is cut (a copy; only in recovery).
         let new_data = tcb.snd_nxt_idx < tcb.sndq.len()
             && tcb.snd_nxt == tcb.snd_max
-            && tcb.sndq[tcb.snd_nxt_idx].end().since(tcb.snd_una) <= tcb.snd_wnd;
+            && (tcb.sndq[tcb.snd_nxt_idx].seq + tcb.sndq[tcb.snd_nxt_idx].len().min(smss)).since(tcb.snd_una)
+                <= tcb.snd_wnd;
         let idx = if let Some(i) = board.lost {
             i // rule 1: a lost segment
         } else if new_data {
-            tcb.snd_nxt_idx // rule 2: new data
+            // Rule 2: new data.
+            let i = tcb.snd_nxt_idx;
+            if tcb.sndq[i].len() > smss && split_front(env, tcb, i, smss as usize).is_err() {
+                break;
+            }
+            i
         } else if let Some(i) = board.below_sacked {
             i // rule 3: unSACKed data below SACKed data
         } else if let (Some(i), true) = (board.highest_unsacked, tcb.snd_una > rec.rescue_rxt) {
@@ -339,8 +379,9 @@ fn sack_blocks(tcb: &mut Tcb, room: usize) -> SackBlocks {
 }
 
 /// Prepend a TCP header for `tuple` to `buf` (whose data is the payload) and fill the
-/// checksum from `payload_sum`. Returns the header length.
-fn prepend_tcp(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: u16) -> Result<usize, BufError> {
+/// checksum from `payload_sum`, or, with `None`, leave the pseudo-header sum in the field for
+/// a device that completes it (Linux's CHECKSUM_PARTIAL convention). Returns the header length.
+fn prepend_tcp(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: Option<u16>) -> Result<usize, BufError> {
     let repr = TcpRepr {
         src_port: tuple.local_port,
         dst_port: tuple.remote_port,
@@ -361,11 +402,14 @@ fn prepend_tcp(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: u16) -> 
     let bytes = buf.prepend(hl)?;
     let mut pkt = TcpPacket::new_unchecked(bytes);
     repr.emit(&mut pkt, tuple.local_addr, tuple.remote_addr, false);
-    let s = checksum::add(
-        checksum::add(tcp_pseudo_sum(tuple.local_addr, tuple.remote_addr, total), pkt.header_sum()),
-        checksum::add_at(0, payload_sum, hl),
-    );
-    pkt.set_checksum(checksum::finish(s));
+    let pseudo = tcp_pseudo_sum(tuple.local_addr, tuple.remote_addr, total);
+    match payload_sum {
+        Some(payload_sum) => {
+            let s = checksum::add(checksum::add(pseudo, pkt.header_sum()), checksum::add_at(0, payload_sum, hl));
+            pkt.set_checksum(checksum::finish(s));
+        }
+        None => pkt.set_checksum(pseudo),
+    }
     Ok(hl)
 }
 
@@ -423,7 +467,7 @@ fn send_syn(env: &mut Env, tcb: &mut Tcb) {
         ts,
         sack: SackBlocks::new(),
     };
-    if prepend_tcp(&mut buf, &tcb.tuple, &h, 0).is_err() {
+    if prepend_tcp(&mut buf, &tcb.tuple, &h, Some(0)).is_err() {
         env.counters.drop(DropReason::NoBuffer);
         return;
     }
@@ -453,7 +497,7 @@ pub(crate) fn send_bare(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: Tcp
         return false;
     };
     let h = common_hdr(env, tcb, seq, flags, 40);
-    if prepend_tcp(&mut buf, &tcb.tuple, &h, 0).is_err() {
+    if prepend_tcp(&mut buf, &tcb.tuple, &h, Some(0)).is_err() {
         env.counters.drop(DropReason::NoBuffer);
         return false;
     }
@@ -482,12 +526,18 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
     if fin {
         flags |= TcpFlags::FIN;
     }
+    // A segment of more than one MSS is cut by the device (segmentation offload): every
+    // piece repeats this header, so it carries no SACK blocks, and the device completes the
+    // checksums, so the payload sum is not needed.
+    let mss = tcb.eff_mss as u32;
+    let gso = len > mss;
     let room = (tcb.smss as usize).saturating_sub(len as usize).min(40);
     let h = common_hdr(env, tcb, seq, flags, room);
     let seg = &mut tcb.sndq[idx];
-    let payload_sum = match seg.buf.cached_sum_from(0) {
-        Some(s) => s,
-        None => checksum::sum(seg.buf.data()),
+    let payload_sum = match (gso, seg.buf.cached_sum_from(0)) {
+        (true, _) => None,
+        (false, Some(s)) => Some(s),
+        (false, None) => Some(checksum::sum(seg.buf.data())),
     };
     let hl = match prepend_tcp(&mut seg.buf, &tcb.tuple, &h, payload_sum) {
         Ok(hl) => hl,
@@ -504,12 +554,21 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
             return false;
         }
     };
-    let frame = seg.buf.share();
+    let mut frame = seg.buf.share();
     // The queue's view goes back to the payload; the frame's view has the headers.
     let _ = seg.buf.trim_front(hl + LINK_AND_IP);
     let retransmit = seg.sent > 0;
     seg.sent += 1;
     seg.sent_at = env.now;
+    let mut pieces = 1;
+    if gso {
+        let m = &mut frame.meta;
+        m.flags.insert(Flags::CSUM_PARTIAL | Flags::GSO_TCPV4);
+        m.csum_start = LINK_AND_IP as u16;
+        m.csum_offset = 16; // the TCP checksum field
+        m.gso_size = mss as u16;
+        pieces = slice_sent(tcb, idx, mss);
+    }
     env.iface.dispatch(env.now, frame, next, env.pool, env.tx, env.counters);
     if env.trace.on() {
         let rel = super::trace::rel(tcb, seq);
@@ -536,7 +595,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
     }
     if idx >= tcb.snd_nxt_idx {
         tcb.snd_nxt = tcb.snd_nxt.max(end);
-        tcb.snd_nxt_idx = idx + 1;
+        tcb.snd_nxt_idx = idx + pieces;
     }
     tcb.snd_max = tcb.snd_max.max(end);
     if tcb.timers.rexmt.is_none() {
@@ -544,7 +603,32 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         tcb.rexmt_start.get_or_insert(env.now);
     }
     acked_sent(env, tcb, h.ack);
+    // The device sends `pieces` segments (as Linux counts tcp_skb_pcount).
+    tcb.stats.segs_out += pieces as u64 - 1;
+    env.counters.segs_out += pieces as u64 - 1;
     true
+}
+
+/// After segment `idx` went out as one offload frame, cut its queue entry into MSS-sized
+/// entries that share the buffer read-only (a reference each, no copy). From here on the
+/// scoreboard, ACKs and retransmissions see ordinary segments, as Linux's
+/// `tcp_fragment` leaves them; a retransmitted piece gets a buffer of its own then
+/// ([`unshare`]). Returns the number of entries.
+fn slice_sent(tcb: &mut Tcb, idx: usize, mss: u32) -> usize {
+    let seg = &tcb.sndq[idx];
+    let (seq, len, sent, sent_at) = (seg.seq, seg.len(), seg.sent, seg.sent_at);
+    let pieces = len.div_ceil(mss) as usize;
+    for k in 1..pieces as u32 {
+        let mut buf = tcb.sndq[idx].buf.share();
+        let off = k * mss;
+        // Cannot fail: both stay inside the view.
+        let _ = buf.trim_front(off as usize);
+        let _ = buf.truncate(mss.min(len - off) as usize);
+        let piece = TxSeg { seq: seq + off, buf, sent, sent_at, sacked: false };
+        tcb.sndq.insert(idx + k as usize, piece);
+    }
+    let _ = tcb.sndq[idx].buf.truncate(mss as usize);
+    pieces
 }
 
 /// Give segment `idx` a buffer of its own (copy of the payload) because the old one is
@@ -583,6 +667,7 @@ pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) ->
     if seg.buf.trim_front_summed(n, front_sum).is_err() {
         return Err(());
     }
+    env.counters.tx_splits += 1;
     let seq = seg.seq;
     seg.seq = seq + n as u32;
     let new = TxSeg { seq, buf: front, sent: seg.sent, sent_at: seg.sent_at, sacked: false };
@@ -648,7 +733,7 @@ fn send_rst_raw(env: &mut Env, tuple: FourTuple, seq: SeqNumber, ack: SeqNumber,
         ts: None,
         sack: SackBlocks::new(),
     };
-    if prepend_tcp(&mut buf, &tuple, &h, 0).is_err() {
+    if prepend_tcp(&mut buf, &tuple, &h, Some(0)).is_err() {
         return;
     }
     if ship(env, tuple, buf) {

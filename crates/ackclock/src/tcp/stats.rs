@@ -114,6 +114,8 @@ pub struct Counters {
     /// Segments whose headers had to be rebuilt in a fresh buffer because a device still held
     /// the original (rare: the single-copy path).
     pub tx_copies: u64,
+    /// Unsent segments cut to fit a window: the front moves to a fresh buffer (a copy of it).
+    pub tx_splits: u64,
     /// Frames the device queue would not take.
     pub tx_dropped: u64,
     /// Segments received on the header-prediction fast path.

@@ -1,0 +1,346 @@
+//! Segmentation offload in software, around any device: what a NIC or the kernel does with
+//! a TCP/IPv4 frame marked [`Flags::GSO_TCPV4`], done here for a device that cannot.
+//!
+//! The stack then builds one frame of many MSS and pays its per-frame costs (headers,
+//! checksum bookkeeping, ring slots, the device call) once; the wrapper cuts it at
+//! `gso_size` into ordinary segments, each with its own IPv4 length, identification and
+//! checksum, TCP sequence number and checksum, FIN and PSH only on the last piece and CWR only
+//! on the first (as Linux's `tcp_gso_segment`). Each piece costs one copy of its payload,
+//! summed during the copy. Frames marked [`Flags::CSUM_PARTIAL`] alone get their checksum
+//! completed. Other frames pass untouched.
+//!
+//! It serves devices without offload (the pipe, the simulator) in tests of the stack's
+//! offload path, and is the reference for what the stack expects a device to do.
+
+use super::{Batch, Capabilities, Device, DeviceStats};
+use crate::buf::{Flags, PBuf, Pool, PoolConfig};
+use crate::time::Instant;
+use crate::wire::{checksum, ethernet, EtherType};
+use core::net::Ipv4Addr;
+
+/// Largest IP packet a frame to be cut may be.
+pub const GSO_MAX: usize = 65535;
+
+/// Counters of the software offload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GsoStats {
+    /// Frames cut into segments.
+    pub gso_frames: u64,
+    /// Segments those frames became.
+    pub segments: u64,
+    /// Frames whose partial checksum was completed (without cutting).
+    pub csum_completed: u64,
+    /// Frames dropped: malformed offload metadata, or the wrapper's pool was empty.
+    pub dropped: u64,
+}
+
+/// A device wrapper that segments and checksums in software; see the [module docs](self).
+#[derive(Debug)]
+pub struct SoftGso<D> {
+    inner: D,
+    pool: Pool,
+    /// Segments waiting for the inner device (it pushed back).
+    out: Batch,
+    stats: GsoStats,
+}
+
+impl<D: Device> SoftGso<D> {
+    /// Wrap `inner`; the pieces come from a pool of `buffers` MTU-sized buffers of its own.
+    pub fn new(inner: D, buffers: usize) -> SoftGso<D> {
+        let frame = inner.capabilities().max_frame();
+        let config = PoolConfig { buffers: buffers.max(1), buffer_size: frame.max(64), headroom: 0 };
+        // Cannot fail for a nonzero count of buffers below 4 GiB each.
+        let pool = Pool::new(config).unwrap_or_else(|e| panic!("gso pool: {e}"));
+        SoftGso { inner, pool, out: Batch::with_capacity(buffers.max(1)), stats: GsoStats::default() }
+    }
+
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
+    pub fn gso_stats(&self) -> GsoStats {
+        self.stats
+    }
+
+    /// Turn one frame into what goes on the wire, into `self.out`.
+    fn expand(&mut self, frame: PBuf) {
+        let flags = frame.meta.flags;
+        let ok = if flags.contains(Flags::GSO_TCPV4) {
+            self.segment(&frame)
+        } else if flags.contains(Flags::CSUM_PARTIAL) {
+            self.complete(&frame)
+        } else {
+            return self.push(frame);
+        };
+        if ok.is_none() {
+            self.stats.dropped += 1;
+        }
+    }
+
+    fn push(&mut self, frame: PBuf) {
+        if self.out.push(frame).is_err() {
+            self.stats.dropped += 1;
+        }
+    }
+
+    /// Cut a TCP/IPv4 frame at `gso_size`.
+    fn segment(&mut self, frame: &PBuf) -> Option<()> {
+        let h = Headers::parse(frame)?;
+        let data = frame.data();
+        let mss = frame.meta.gso_size as usize;
+        if mss == 0 {
+            return None;
+        }
+        let payload = &data[h.end..];
+        let count = payload.len().div_ceil(mss).max(1);
+        self.stats.gso_frames += 1;
+        for (k, chunk) in payload.chunks(mss).chain(payload.is_empty().then_some(&[][..])).enumerate() {
+            let mut piece = self.pool.alloc().ok()?;
+            let bytes = piece.append(h.end + chunk.len()).ok()?;
+            bytes[..h.end].copy_from_slice(&data[..h.end]);
+            let payload_sum = checksum::copy_and_sum(&mut bytes[h.end..], chunk);
+            let last = k + 1 == count;
+            h.rewrite(bytes, (k * mss) as u32, k as u16, chunk.len(), last, k == 0, payload_sum);
+            self.stats.segments += 1;
+            self.push(piece);
+        }
+        Some(())
+    }
+
+    /// Complete the checksum of a frame that is not to be cut.
+    fn complete(&mut self, frame: &PBuf) -> Option<()> {
+        let h = Headers::parse(frame)?;
+        let data = frame.data();
+        let mut copy = self.pool.alloc().ok()?;
+        let bytes = copy.append(data.len()).ok()?;
+        bytes[..h.end].copy_from_slice(&data[..h.end]);
+        let payload_sum = checksum::copy_and_sum(&mut bytes[h.end..], &data[h.end..]);
+        let payload = data.len() - h.end;
+        h.rewrite(bytes, 0, 0, payload, true, true, payload_sum);
+        self.stats.csum_completed += 1;
+        self.push(copy);
+        Some(())
+    }
+}
+
+/// Where the headers of an offload frame are.
+#[derive(Debug, Clone, Copy)]
+struct Headers {
+    /// IPv4 header start and length.
+    ip: usize,
+    ip_len: usize,
+    /// TCP header start; `end` is where the payload starts.
+    tcp: usize,
+    end: usize,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+}
+
+impl Headers {
+    /// An untagged Ethernet frame with IPv4 and TCP, the TCP header at `csum_start` and its
+    /// checksum field at `csum_offset` 16, as the stack marks them.
+    fn parse(frame: &PBuf) -> Option<Headers> {
+        let d = frame.data();
+        let ip = ethernet::HEADER_LEN;
+        if d.len() < ip + 20 || u16::from_be_bytes([d[12], d[13]]) != EtherType::IPV4.0 || d[ip] >> 4 != 4 {
+            return None;
+        }
+        let ip_len = (d[ip] & 0x0f) as usize * 4;
+        let tcp = ip + ip_len;
+        let m = &frame.meta;
+        if ip_len < 20 || d[ip + 9] != 6 || m.csum_start as usize != tcp || m.csum_offset != 16 || d.len() < tcp + 20 {
+            return None;
+        }
+        let end = tcp + (d[tcp + 12] >> 4) as usize * 4;
+        if end < tcp + 20 || end > d.len() {
+            return None;
+        }
+        let addr = |at: usize| Ipv4Addr::new(d[at], d[at + 1], d[at + 2], d[at + 3]);
+        Some(Headers { ip, ip_len, tcp, end, src: addr(ip + 12), dst: addr(ip + 16) })
+    }
+
+    /// Fix up the headers copied into `b` for the piece `seq_off` bytes into the payload,
+    /// `payload` bytes long, whose payload sums to `payload_sum`.
+    #[allow(clippy::too_many_arguments)]
+    fn rewrite(
+        &self,
+        b: &mut [u8],
+        seq_off: u32,
+        id_off: u16,
+        payload: usize,
+        last: bool,
+        first: bool,
+        payload_sum: u16,
+    ) {
+        let (ip, tcp) = (self.ip, self.tcp);
+        let tcp_len = self.end - tcp + payload;
+        let total = (self.ip_len + tcp_len) as u16;
+        b[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
+        let id = u16::from_be_bytes([b[ip + 4], b[ip + 5]]).wrapping_add(id_off);
+        b[ip + 4..ip + 6].copy_from_slice(&id.to_be_bytes());
+        b[ip + 10..ip + 12].fill(0);
+        let ip_sum = checksum::finish(checksum::sum(&b[ip..ip + self.ip_len]));
+        b[ip + 10..ip + 12].copy_from_slice(&ip_sum.to_be_bytes());
+
+        let seq = u32::from_be_bytes([b[tcp + 4], b[tcp + 5], b[tcp + 6], b[tcp + 7]]).wrapping_add(seq_off);
+        b[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+        if !last {
+            b[tcp + 13] &= !(0x01 | 0x08); // FIN, PSH
+        }
+        if !first {
+            b[tcp + 13] &= !0x80; // CWR
+        }
+        b[tcp + 16..tcp + 18].fill(0);
+        let pseudo = checksum::pseudo_header(self.src, self.dst, 6, tcp_len as u16);
+        let s = checksum::add(checksum::add(pseudo, checksum::sum(&b[tcp..self.end])), payload_sum);
+        b[tcp + 16..tcp + 18].copy_from_slice(&checksum::finish(s).to_be_bytes());
+    }
+}
+
+impl<D: Device> Device for SoftGso<D> {
+    /// The inner device's, plus checksum and segmentation offload.
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = self.inner.capabilities();
+        caps.tx_checksum = true;
+        caps.tso_max = GSO_MAX;
+        caps
+    }
+
+    fn receive(&mut self, now: Instant, rx: &mut Batch) -> usize {
+        self.inner.receive(now, rx)
+    }
+
+    fn transmit(&mut self, now: Instant, tx: &mut Batch) -> usize {
+        let mut sent = self.inner.transmit(now, &mut self.out);
+        // Expand only while the pieces of a whole frame fit; the rest waits in `tx`.
+        while let Some(frame) = tx.pop() {
+            let gso = frame.meta.gso_size as usize;
+            let need = match frame.meta.flags.contains(Flags::GSO_TCPV4) && gso > 0 {
+                true => frame.len() / gso + 1,
+                false => 1,
+            };
+            if need > self.out.capacity() {
+                // More pieces than the wrapper holds at once (a tiny gso_size): refused.
+                self.stats.dropped += 1;
+                continue;
+            }
+            if self.out.remaining() < need {
+                if let Err(f) = tx.push_front(frame) {
+                    drop(f);
+                    self.stats.dropped += 1;
+                }
+                sent += self.inner.transmit(now, &mut self.out);
+                if self.out.remaining() < need {
+                    break;
+                }
+                continue;
+            }
+            self.expand(frame);
+        }
+        sent + self.inner.transmit(now, &mut self.out)
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.inner.poll_at()
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::phy::{pipe, PipeConfig};
+    use crate::wire::{EthernetFrame, Ipv4Packet, TcpPacket};
+
+    /// A GSO frame as the stack builds it: Ethernet, IPv4 (id 7), TCP with timestamps
+    /// (32 bytes), the checksum field holding the pseudo-header sum.
+    fn gso_frame(pool: &Pool, payload: &[u8], mss: u16, flags: u8) -> PBuf {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let mut f = pool.alloc().unwrap();
+        let len = 14 + 20 + 32 + payload.len();
+        let b = f.append(len).unwrap();
+        b[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut b[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&((20 + 32 + payload.len()) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&7u16.to_be_bytes());
+        ip[6] = 0x40;
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&src.octets());
+        ip[16..20].copy_from_slice(&dst.octets());
+        let tcp = &mut b[34..66];
+        tcp[0..2].copy_from_slice(&1234u16.to_be_bytes());
+        tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+        tcp[4..8].copy_from_slice(&0xffff_f000u32.to_be_bytes());
+        tcp[12] = 8 << 4;
+        tcp[13] = flags;
+        tcp[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
+        let pseudo = checksum::pseudo_header(src, dst, 6, (32 + payload.len()) as u16);
+        tcp[16..18].copy_from_slice(&pseudo.to_be_bytes());
+        b[66..].copy_from_slice(payload);
+        f.meta.flags.insert(Flags::CSUM_PARTIAL | Flags::GSO_TCPV4);
+        f.meta.csum_start = 34;
+        f.meta.csum_offset = 16;
+        f.meta.gso_size = mss;
+        f
+    }
+
+    #[test]
+    fn cuts_at_gso_size_with_valid_checksums_sequence_numbers_and_flags() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let (a, mut b) = pipe(PipeConfig::default());
+        let mut dev = SoftGso::new(a, 16);
+        assert_eq!(dev.capabilities().tso_max, GSO_MAX);
+        let payload: Vec<u8> = (0..3500u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut tx = Batch::with_capacity(4);
+        // FIN|PSH|ACK|CWR on the big frame.
+        tx.push(gso_frame(&pool, &payload, 1448, 0x80 | 0x10 | 0x08 | 0x01)).unwrap();
+        dev.transmit(Instant::ZERO, &mut tx);
+        let mut rx = Batch::with_capacity(8);
+        assert_eq!(b.receive(Instant::ZERO, &mut rx), 3);
+        let mut got = Vec::new();
+        for (k, f) in rx.iter().enumerate() {
+            let eth = EthernetFrame::new_checked(f.data()).unwrap();
+            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+            assert!(ip.verify_checksum(), "piece {k}: IPv4 checksum");
+            assert_eq!(ip.ident(), 7 + k as u16);
+            let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(tcp.verify_checksum(ip.src_addr(), ip.dst_addr()), "piece {k}: TCP checksum");
+            assert_eq!(tcp.seq_number(), 0xffff_f000u32.wrapping_add(1448 * k as u32));
+            let want = [1448, 1448, 604][k];
+            assert_eq!(tcp.payload().len(), want);
+            assert_eq!(ip.total_len() as usize, 20 + 32 + want);
+            // CWR only on the first piece, FIN and PSH only on the last.
+            assert_eq!(tcp.flags().bits(), [0x90, 0x10, 0x19][k], "piece {k} flags");
+            got.extend_from_slice(tcp.payload());
+        }
+        assert_eq!(got, payload);
+        assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, csum_completed: 0, dropped: 0 });
+    }
+
+    #[test]
+    fn malformed_offload_metadata_is_a_counted_drop() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let (a, mut b) = pipe(PipeConfig::default());
+        let mut dev = SoftGso::new(a, 16);
+        let mut tx = Batch::with_capacity(4);
+        let mut f = gso_frame(&pool, &[0; 3000], 1448, 0x10);
+        f.meta.csum_start = 20; // not where the TCP header is
+        tx.push(f).unwrap();
+        let mut f = gso_frame(&pool, &[0; 3000], 0, 0x10);
+        f.meta.gso_size = 0;
+        tx.push(f).unwrap();
+        dev.transmit(Instant::ZERO, &mut tx);
+        let mut rx = Batch::with_capacity(8);
+        assert_eq!(b.receive(Instant::ZERO, &mut rx), 0);
+        assert_eq!(dev.gso_stats().dropped, 2);
+    }
+}
