@@ -82,7 +82,7 @@ impl Rig {
     /// Send `len` pattern bytes A to B and close; returns the SHA-256 of both sides.
     fn transfer(&mut self, len: usize) -> ([u8; 32], [u8; 32]) {
         let (c, s) = self.connect();
-        let data: Vec<u8> = (0..len as u64).map(|i| (i * 2654435761 >> 13) as u8).collect();
+        let data: Vec<u8> = (0..len as u64).map(|i| ((i * 2654435761) >> 13) as u8).collect();
         let (mut sent, mut shut) = (0, false);
         let mut rx = Sha256::new();
         let mut buf = vec![0u8; 1 << 16];
