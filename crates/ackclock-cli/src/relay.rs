@@ -24,7 +24,7 @@
 //! impairment and capture wrappers ([`LinkArgs`], [`Link`]) and the `--impair` syntax
 //! ([`ImpairSpec`]).
 
-use ackclock::buf::{Pool, PoolConfig};
+use ackclock::buf::{Pool, PoolConfig, DEFAULT_HEADROOM};
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{
     Batch, Capabilities, Capture, Device, DeviceStats, ImpairStats, Impaired, Impairment, PcapWriter, Resolution, Tap,
@@ -233,6 +233,18 @@ pub(crate) enum LinkDev {
     Recorded(Capture<Impaired<Tap>, BufWriter<File>>),
 }
 
+/// The stack's pool for a TAP link. The send buffers of many connections live in it (256 KiB
+/// each by default). With segmentation offload its buffers hold a 64 KiB unit each, so the
+/// kernel gets one frame for up to 45 segments; untouched buffers cost address space only
+/// (the pool is one zeroed mapping, and its free list hands out the most recently freed).
+pub fn stack_pool(caps: &Capabilities) -> PoolConfig {
+    if caps.tso_max > 0 {
+        PoolConfig { buffers: 8 * 1024, buffer_size: 64 * 1024 + DEFAULT_HEADROOM, ..PoolConfig::default() }
+    } else {
+        PoolConfig { buffers: 32 * 1024, ..PoolConfig::default() }
+    }
+}
+
 impl LinkDev {
     fn impaired(&self) -> &Impaired<Tap> {
         match self {
@@ -321,9 +333,9 @@ impl Link {
     pub fn stack(&self, addr: Cidr) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
         config.seed = random_seed();
-        // Send buffers of many connections live in this pool (256 KiB each by default).
-        config.pool = PoolConfig { buffers: 32 * 1024, ..PoolConfig::default() };
-        Stack::new(config, self.dev.capabilities(), self.now()).map_err(|e| format!("stack: {e}"))
+        let caps = self.dev.capabilities();
+        config.pool = stack_pool(&caps);
+        Stack::new(config, caps, self.now()).map_err(|e| format!("stack: {e}"))
     }
 
     pub fn tap(&self) -> &Tap {

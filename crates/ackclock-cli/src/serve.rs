@@ -14,7 +14,7 @@
 //! are reset, listeners closed, and the TAP goes away with its descriptor if serve created
 //! it.
 
-use ackclock::buf::{Pool, PoolConfig};
+use ackclock::buf::Pool;
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{Device, Tap, TapConfig, TapMode};
 use ackclock::time::{Duration, Instant};
@@ -153,8 +153,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let clock = || Instant::from_secs(1) + clock_start.elapsed();
     let mut config = StackConfig::new(InterfaceConfig::new(args.addr.addr, args.addr.prefix));
     config.seed = random_seed();
-    // Send buffers of many connections live in this pool (256 KiB each by default).
-    config.pool = PoolConfig { buffers: 32 * 1024, ..PoolConfig::default() };
+    config.pool = crate::relay::stack_pool(&tap.capabilities());
     let mut stack = Stack::new(config, tap.capabilities(), clock()).map_err(|e| format!("stack: {e}"))?;
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =
@@ -223,8 +222,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         eprintln!("ackclock serve: {}", crate::relay::impair_report(tx, rx));
     }
     eprintln!(
-        "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes, {} dropped",
-        d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_csum_partial, d.tx_frames, d.tx_bytes, d.tx_dropped + d.rx_dropped
+        "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes ({} TSO), {} dropped",
+        d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_csum_partial, d.tx_frames, d.tx_bytes, c.tx_gso, d.tx_dropped + d.rx_dropped
     );
     result
 }

@@ -106,6 +106,8 @@ pub struct TapCounters {
     pub rx_no_buffer: u64,
     /// Sent with a non-zero virtio-net header (checksum or segmentation offload).
     pub tx_offloaded: u64,
+    /// Of those, TCP/IPv4 segments for the kernel to cut (TSO).
+    pub tx_gso: u64,
 }
 
 /// A TAP device; see the [module docs](self).
@@ -327,6 +329,7 @@ impl Tap {
             }
             if hdr != [0; VNET_HDR_LEN] {
                 self.counters.tx_offloaded += 1;
+                self.counters.tx_gso += (hdr[1] != VIRTIO_NET_HDR_GSO_NONE) as u64;
             }
         }
         let data = frame.data();
