@@ -1128,6 +1128,44 @@ fn deferred_checksum_failure_found_by_recv() {
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
 }
 
+/// The same through `tcp_recv_with`, which hands segments out in place: a deferred
+/// checksum is verified (a sum pass) before `drain` sees a byte, so the corrupted segment
+/// never reaches it; the good retransmission does, in a drain that takes 300 bytes at a time.
+#[test]
+fn deferred_checksum_failure_found_by_recv_with() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(1000, 25);
+    let bad = corrupted(&t, &seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data, 3);
+    at(&mut t, 10);
+    t.inject_raw(&bad);
+    let mut seen = 0;
+    assert_eq!(
+        t.stack.tcp_recv_with(c, |b| {
+            seen += b.len();
+            b.len()
+        }),
+        Err(Error::WouldBlock)
+    );
+    assert_eq!(seen, 0, "drain saw bytes of a segment whose checksum failed");
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+    t.inject_payload(200, seg(".").seq(P).ack(1).win(65535).ts(2001, 1), &data);
+    let mut got = Vec::new();
+    loop {
+        // 300 bytes per call: a short drain stops the read, the rest stays queued.
+        match t.stack.tcp_recv_with(c, |b| {
+            let n = b.len().min(300);
+            got.extend_from_slice(&b[..n]);
+            n
+        }) {
+            Ok(n) => assert!(n <= 300),
+            Err(Error::WouldBlock) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(got, data);
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+}
+
 /// The same, when the stack sends before the application reads: the pending segment is
 /// verified (a sum-only pass) before an ACK is built, so the ACK does not cover it; the data
 /// is never returned.

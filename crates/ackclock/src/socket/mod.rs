@@ -6,7 +6,8 @@
 //! checksum fused into it; there is no intermediate byte ring.
 
 use crate::stack::Stack;
-use crate::tcp::{ConnError, Io, State, TcpInfo};
+use crate::tcp::{ConnError, Io, State, Take, TcpInfo};
+use crate::wire::checksum;
 use core::fmt;
 use core::net::Ipv4Addr;
 
@@ -195,11 +196,50 @@ impl Stack {
         self.tcp.send(idx, data, &self.pool)
     }
 
+    /// Queue bytes that `fill` writes straight into the send queue's packet buffers, for a
+    /// caller whose bytes come from elsewhere (a `read(2)` from a socket or a file): that
+    /// read is then the only copy, with no buffer of the caller's in between. `fill` gets
+    /// free space in a buffer and returns how many bytes it wrote there (at most its
+    /// length); it is called again while it fills what it was given and the send buffer has
+    /// room. Returns the bytes queued, which may be 0 (`WouldBlock` when the send buffer is
+    /// full, as for [`tcp_send`](Self::tcp_send)). The checksum of bytes queued this way
+    /// is computed when they are sent (or left to the device with segmentation offload).
+    pub fn tcp_send_with(&mut self, h: TcpHandle, mut fill: impl FnMut(&mut [u8]) -> usize) -> Result<usize, Error> {
+        let idx = self.conn(h)?;
+        self.tcp.send_with(idx, &self.pool, |buf, room| {
+            let old = buf.len();
+            let Ok(space) = buf.append(room) else { return 0 };
+            let n = fill(space).min(room);
+            // Cannot fail: shrinking within the view.
+            let _ = buf.truncate(old + n);
+            n
+        })
+    }
+
     /// Read bytes; `Ok(0)` is the end of the stream (the peer's FIN).
     pub fn tcp_recv(&mut self, h: TcpHandle, buf: &mut [u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         self.tcp.recv(self.now, idx, buf, io)
+    }
+
+    /// Hand received bytes to `drain` in place, in order, a segment's bytes at a time, for a
+    /// caller that passes them on (a `write(2)` to a socket): no copy into a buffer of the
+    /// caller's. `drain` returns how many bytes it consumed; it is called again while it
+    /// consumes all it was given. A segment whose checksum was deferred is verified (a sum
+    /// pass) before `drain` sees it. Returns the bytes consumed; `Ok(0)` is the end of the
+    /// stream, as for [`tcp_recv`](Self::tcp_recv).
+    pub fn tcp_recv_with(&mut self, h: TcpHandle, mut drain: impl FnMut(&[u8]) -> usize) -> Result<usize, Error> {
+        let idx = self.conn(h)?;
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        self.tcp.recv_with(self.now, idx, io, |src, unverified| {
+            if let Some(header_sum) = unverified {
+                if checksum::add(header_sum, checksum::sum(src)) != 0xffff {
+                    return Take::BadChecksum;
+                }
+            }
+            Take::Bytes(drain(src))
+        })
     }
 
     /// Half-close (`Write`: FIN after the queued data, keep reading), stop reading, or both.

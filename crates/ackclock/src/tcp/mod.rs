@@ -114,6 +114,14 @@ pub struct Tcp {
     gso_max: usize,
 }
 
+/// What a receive callback did with the front segment's bytes.
+pub(crate) enum Take {
+    /// Consumed this many (fewer than offered stops the read).
+    Bytes(usize),
+    /// The segment's deferred checksum did not verify: it is dropped, nothing consumed.
+    BadChecksum,
+}
+
 /// The parts of a stack a TCP routine sends through.
 pub(crate) struct Io<'a> {
     pub pool: &'a Pool,
@@ -797,6 +805,25 @@ impl Tcp {
 
     /// Queue application bytes: copied once into pbufs, summed during the copy.
     pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool) -> Result<usize, crate::socket::Error> {
+        let mut rest = data;
+        self.send_with(idx, pool, |buf, room| {
+            let n = room.min(rest.len());
+            // Cannot fail: `room` fits the tailroom and the buffer is unique.
+            let _ = buf.append_copy_sum(&rest[..n]);
+            rest = &rest[n..];
+            n
+        })
+    }
+
+    /// Queue bytes that `fill` appends to send-queue pbufs: `fill(buf, room)` appends at
+    /// most `room` bytes to `buf` and returns how many; it is called until it appends less
+    /// than offered or the send buffer is full. Returns the bytes queued.
+    pub(crate) fn send_with(
+        &mut self,
+        idx: u32,
+        pool: &Pool,
+        mut fill: impl FnMut(&mut PBuf, usize) -> usize,
+    ) -> Result<usize, crate::socket::Error> {
         use crate::socket::Error;
         let counters = &mut self.counters;
         let tcb = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()).ok_or(Error::InvalidHandle)?;
@@ -814,14 +841,14 @@ impl Tcp {
         // Each queued segment costs at least MIN_SEGMENT_CHARGE bytes of the send buffer
         // (as Linux charges an skb's truesize), so tiny writes cannot pin a pbuf per byte.
         let charged = tcb.snd_queued.max(tcb.sndq.len() * MIN_SEGMENT_CHARGE);
-        let room = tcb.opts.send_buffer.saturating_sub(charged);
+        let mut room = tcb.opts.send_buffer.saturating_sub(charged);
         if room == 0 {
             return Err(Error::WouldBlock);
         }
-        let mut data = &data[..data.len().min(room)];
         let mut copied = 0;
+        let mut starved = false;
         let seg_size = output::send_unit(tcb, self.gso_max);
-        while !data.is_empty() {
+        while room > 0 {
             // Fill the unsent tail segment first (Afterburner: "send tries to fill the
             // cluster at the end of the socket buffer before obtaining a new one").
             let tail_has_room = tcb.sndq.len() > tcb.snd_nxt_idx
@@ -829,31 +856,36 @@ impl Tcp {
             if !tail_has_room {
                 let Ok(buf) = pool.alloc() else {
                     counters.drop(DropReason::NoBuffer);
+                    starved = true;
                     break;
                 };
                 let seq = tcb.snd_end;
                 tcb.sndq.push_back(tcb::TxSeg { seq, buf, sent: 0, sent_at: Instant::ZERO, sacked: false });
             }
             let Some(tail) = tcb.sndq.back_mut() else { break };
-            let n = data.len().min(seg_size - tail.buf.len()).min(tail.buf.tailroom());
-            if n == 0 {
+            let offer = room.min(seg_size - tail.buf.len()).min(tail.buf.tailroom());
+            if offer == 0 {
                 break;
             }
-            // Cannot fail: n fits the tailroom and the buffer is unique.
-            let _ = tail.buf.append_copy_sum(&data[..n]);
-            data = &data[n..];
+            let n = fill(&mut tail.buf, offer).min(offer);
             copied += n;
+            room -= n;
             tcb.snd_queued += n;
             tcb.snd_end += n as u32;
+            if n < offer {
+                break;
+            }
         }
-        // Drop an empty segment left by a failed copy.
+        // Drop an empty segment left by a failed or empty fill.
         if tcb.sndq.back().is_some_and(|s| s.buf.is_empty()) {
             tcb.sndq.pop_back();
         }
-        if copied == 0 {
+        if copied == 0 && starved {
             return Err(Error::NoBufferSpace);
         }
-        self.mark_dirty(idx);
+        if copied > 0 {
+            self.mark_dirty(idx);
+        }
         Ok(copied)
     }
 
@@ -865,6 +897,46 @@ impl Tcp {
         dst: &mut [u8],
         io: Io<'_>,
     ) -> Result<usize, crate::socket::Error> {
+        let mut copied = 0;
+        self.recv_with(now, idx, io, |src, unverified| {
+            let room = dst.len() - copied;
+            let n = src.len().min(room);
+            let out = &mut dst[copied..copied + n];
+            match unverified {
+                // The fused path: copy and sum the whole segment in one pass, and accept it
+                // only if the sum checks.
+                Some(header_sum) if n == src.len() => {
+                    if checksum::add(header_sum, checksum::copy_and_sum(out, src)) != 0xffff {
+                        return Take::BadChecksum;
+                    }
+                }
+                // A segment larger than the room is checked first (sum pass), so that no
+                // unverified byte ever reaches the caller.
+                Some(header_sum) => {
+                    if checksum::add(header_sum, checksum::sum(src)) != 0xffff {
+                        return Take::BadChecksum;
+                    }
+                    out.copy_from_slice(&src[..n]);
+                }
+                None => out.copy_from_slice(&src[..n]),
+            }
+            copied += n;
+            Take::Bytes(n)
+        })
+    }
+
+    /// Hand received bytes to `take` segment by segment, in order: `take(bytes, unverified)`
+    /// gets the front segment's bytes and, if its checksum is still to be checked, the sum
+    /// of its pseudo-header and header, and returns how many bytes it consumed (checking the
+    /// checksum before letting any byte go), or that the checksum failed. Stops when `take`
+    /// consumes less than offered. Returns the bytes consumed; `Ok(0)` is the end of stream.
+    pub(crate) fn recv_with(
+        &mut self,
+        now: Instant,
+        idx: u32,
+        io: Io<'_>,
+        mut take: impl FnMut(&[u8], Option<u16>) -> Take,
+    ) -> Result<usize, crate::socket::Error> {
         use crate::socket::Error;
         let Io { pool, iface, tx } = io;
         let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
@@ -872,42 +944,31 @@ impl Tcp {
         };
         let mut env = env!(self, now, pool, iface, tx);
         let mut copied = 0;
-        while copied < dst.len() {
-            let Some(front) = tcb.rcvq.front_mut() else { break };
-            let room = dst.len() - copied;
-            let n = front.buf.len().min(room);
-            if let Some(u) = front.unverified {
-                // The fused path: copy and sum the whole segment in one pass, and accept
-                // it only if the sum checks; a segment larger than the room is checked
-                // first (sum pass) so that no unverified byte ever reaches the caller.
-                let whole = front.buf.len() <= room;
-                let ok = if whole {
-                    let s = checksum::copy_and_sum(&mut dst[copied..copied + n], front.buf.data());
-                    checksum::add(u.header_sum, s) == 0xffff
-                } else {
-                    checksum::add(u.header_sum, checksum::sum(front.buf.data())) == 0xffff
-                };
-                let qidx = tcb.rcvq.len() - tcb.rcv_unverified;
-                debug_assert_eq!(qidx, 0, "the unverified run is a suffix and we are at the front");
-                if !ok {
+        while let Some(front) = tcb.rcvq.front() {
+            let len = front.buf.len();
+            let unverified = front.unverified.map(|u| u.header_sum);
+            if unverified.is_some() {
+                debug_assert_eq!(tcb.rcvq.len(), tcb.rcv_unverified, "the unverified run is a suffix");
+            }
+            let n = match take(front.buf.data(), unverified) {
+                Take::Bytes(n) => n.min(len),
+                Take::BadChecksum => {
                     input::reject_from(&mut env, tcb, 0);
                     break;
                 }
+            };
+            if unverified.is_some() {
                 input::accept_verified(&mut env, tcb, 0);
-                if !whole {
-                    dst[copied..copied + n].copy_from_slice(&tcb.rcvq[0].buf.data()[..n]);
-                }
-            } else {
-                dst[copied..copied + n].copy_from_slice(&front.buf.data()[..n]);
             }
             copied += n;
             tcb.rcv_queued -= n;
             let front = &mut tcb.rcvq[0];
-            if n == front.buf.len() {
+            if n == len {
                 tcb.rcvq.pop_front();
             } else {
                 let _ = front.buf.trim_front(n);
                 front.seq += n as u32;
+                break;
             }
         }
         let eof = tcb.rcvq.is_empty()
