@@ -1,7 +1,13 @@
 //! `ackclock relay`: TCP connections that arrive on a TAP, relayed to a host-kernel socket
-//! (tun2socks-style, for the ports the stack listens on).
+//! (tun2socks-style).
 //!
-//! Every connection the stack accepts on one of the `--listen` ports gets a non-blocking
+//! With `--listen any` the stack takes TCP connections to any address and port that the
+//! host routes into the TAP (`InterfaceConfig::any_destination` and `tcp_listen_any`) and
+//! answers from the address each was dialled on, as tun2socks does; the report names each
+//! connection's original destination. Otherwise it listens on its own address, on the
+//! listed ports.
+//!
+//! Every connection the stack accepts gets a non-blocking
 //! `std::net::TcpStream` to `--to HOST:PORT`, and bytes move both ways through two bounded
 //! buffers (`--buffer`, per direction): a side is read only while the buffer towards the
 //! other side has room, so a slow reader stalls its writer (the stack's receive window
@@ -15,10 +21,6 @@
 //! (and the impairment's) next timer. SIGINT/SIGTERM end it: open connections are reset
 //! both ways, and byte counts, per connection and in total, are printed (`--json`: one JSON
 //! object as the last line of stdout).
-//!
-//! The library accepts only segments addressed to the interface's own address, and
-//! listeners are per port, so the relay serves the stack's address on the listed ports, not
-//! any destination on any port.
 //!
 //! This module also holds what `fetch` and `serve --impair` share: the TAP link with its
 //! impairment and capture wrappers ([`LinkArgs`], [`Link`]) and the `--impair` syntax
@@ -329,9 +331,11 @@ impl Link {
         Instant::from_secs(1) + self.clock_start.elapsed()
     }
 
-    /// A stack on this link.
-    pub fn stack(&self, addr: Cidr) -> Result<Stack, String> {
+    /// A stack on this link; with `any_destination`, one that takes connections to any
+    /// address (see [`InterfaceConfig::any_destination`]).
+    pub fn stack(&self, addr: Cidr, any_destination: bool) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
+        config.iface.any_destination = any_destination;
         config.seed = random_seed();
         let caps = self.dev.capabilities();
         config.pool = stack_pool(&caps);
@@ -427,8 +431,9 @@ pub struct RelayArgs {
     /// Where to relay to (a host-kernel TCP connection), e.g. 127.0.0.1:8000.
     #[arg(long, value_name = "HOST:PORT")]
     to: String,
-    /// Ports to accept connections on (the stack's address), e.g. 80,443,8000-8010.
-    #[arg(long, value_name = "PORTS", default_value = "80")]
+    /// Ports to accept connections on (the stack's address), e.g. 80,443,8000-8010; or `any`:
+    /// every connection routed to the TAP, whatever its destination address and port.
+    #[arg(long, value_name = "PORTS|any", default_value = "80")]
     listen: PortList,
     /// Buffer per direction and connection, KiB.
     #[arg(long, value_name = "KIB", default_value_t = 256)]
@@ -441,13 +446,22 @@ pub struct RelayArgs {
 /// Most ports a relay listens on (each is a listener in the stack).
 const MAX_PORTS: usize = 4096;
 
-/// `80,443,8000-8010`.
+/// `80,443,8000-8010`, or `any` (an empty list).
 #[derive(Clone, Debug, PartialEq)]
 struct PortList(Vec<u16>);
+
+impl PortList {
+    fn any(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 impl FromStr for PortList {
     type Err = String;
     fn from_str(s: &str) -> Result<PortList, String> {
+        if s.trim() == "any" {
+            return Ok(PortList(Vec::new()));
+        }
         let port = |p: &str| p.trim().parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| format!("{p}: bad port"));
         let mut ports = Vec::new();
         for item in s.split(',').filter(|i| !i.trim().is_empty()) {
@@ -564,7 +578,8 @@ struct Conn {
     id: u64,
     handle: TcpHandle,
     peer: SocketAddrV4,
-    port: u16,
+    /// Where the peer connected to (the stack's address, or with `--listen any` any other).
+    dest: SocketAddrV4,
     host: TcpStream,
     connecting: bool,
     /// Peer (TAP) to host.
@@ -653,15 +668,16 @@ fn stack_failed(e: Error) -> Option<End> {
 }
 
 impl Conn {
-    fn new(id: u64, handle: TcpHandle, stack: &Stack, port: u16, host: TcpStream, buffer: usize) -> Conn {
-        let peer = stack
-            .tcp_tuple(handle)
-            .map_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), |t| SocketAddrV4::new(t.remote_addr, t.remote_port));
+    fn new(id: u64, handle: TcpHandle, stack: &Stack, host: TcpStream, buffer: usize) -> Conn {
+        let none = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+        let tuple = stack.tcp_tuple(handle).ok();
+        let peer = tuple.map_or(none, |t| SocketAddrV4::new(t.remote_addr, t.remote_port));
+        let dest = tuple.map_or(none, |t| SocketAddrV4::new(t.local_addr, t.local_port));
         Conn {
             id,
             handle,
             peer,
-            port,
+            dest,
             host,
             connecting: true,
             up: Ring::new(buffer),
@@ -824,7 +840,7 @@ impl Conn {
         Record {
             id: self.id,
             peer: self.peer,
-            port: self.port,
+            dest: self.dest,
             up: self.up.total,
             down: self.down.total,
             secs: self.started.elapsed().as_secs_f64(),
@@ -837,7 +853,7 @@ impl Conn {
 struct Record {
     id: u64,
     peer: SocketAddrV4,
-    port: u16,
+    dest: SocketAddrV4,
     up: u64,
     down: u64,
     secs: f64,
@@ -860,20 +876,24 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     }
     let buffer = args.buffer * 1024;
     let mut link = Link::open(&args.link)?;
-    let mut stack = link.stack(args.link.addr)?;
-    let listeners: Vec<(ListenerHandle, u16)> = args
-        .listen
-        .0
-        .iter()
-        .map(|&port| {
-            stack
-                .tcp_listen(Ipv4Addr::UNSPECIFIED, port, 128)
-                .map(|l| (l, port))
-                .map_err(|e| format!("listen {port}: {e}"))
-        })
-        .collect::<Result<_, _>>()?;
+    let any = args.listen.any();
+    let mut stack = link.stack(args.link.addr, any)?;
+    let listeners: Vec<ListenerHandle> = if any {
+        let opts = ackclock::tcp::SocketOptions::from_config(stack.tcp().config());
+        vec![stack.tcp_listen_any(1024, opts).map_err(|e| format!("listen any: {e}"))?]
+    } else {
+        args.listen
+            .0
+            .iter()
+            .map(|&port| stack.tcp_listen(Ipv4Addr::UNSPECIFIED, port, 128).map_err(|e| format!("listen {port}: {e}")))
+            .collect::<Result<_, _>>()?
+    };
     let ports = args.listen.0.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
-    let ports = if ports.len() > 60 { format!("{} ports", args.listen.0.len()) } else { ports };
+    let ports = match () {
+        _ if any => "any address and port".to_string(),
+        _ if ports.len() > 60 => format!("{} ports", args.listen.0.len()),
+        _ => ports,
+    };
     println!(
         "ackclock relay: tap {} ({}), stack {}{}{}; ports {ports} -> {to}; ready",
         link.name,
@@ -901,11 +921,11 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     while !stopping() {
         let now = link.now();
         stack.receive(now, &mut link.dev);
-        for &(l, port) in &listeners {
+        for &l in &listeners {
             while let Ok(h) = stack.tcp_accept(l) {
                 total_conns += 1;
                 match connect_nonblocking(to) {
-                    Ok(host) => conns.push(Conn::new(total_conns, h, &stack, port, host, buffer)),
+                    Ok(host) => conns.push(Conn::new(total_conns, h, &stack, host, buffer)),
                     Err(e) => {
                         eprintln!("ackclock relay: connect {to}: {e}");
                         let _ = stack.tcp_abort(h);
@@ -946,15 +966,15 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     for c in conns.drain(..) {
         keep(c.finish(&mut stack, End::Exit), &mut records);
     }
-    for (l, _) in listeners {
+    for l in listeners {
         let _ = stack.tcp_unlisten(l);
     }
     stack.transmit(link.now(), &mut link.dev);
     records.sort_by_key(|r| r.id);
     for r in &records {
         eprintln!(
-            "ackclock relay: #{} {} -> :{}: {} bytes up, {} bytes down, {:.3} s, {}",
-            r.id, r.peer, r.port, r.up, r.down, r.secs, r.end
+            "ackclock relay: #{} {} -> {}: {} bytes up, {} bytes down, {:.3} s, {}",
+            r.id, r.peer, r.dest, r.up, r.down, r.secs, r.end
         );
     }
     eprintln!(
@@ -966,7 +986,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
             .iter()
             .map(|r| {
                 serde_json::json!({
-                    "id": r.id, "peer": r.peer.to_string(), "port": r.port,
+                    "id": r.id, "peer": r.peer.to_string(), "dest": r.dest.to_string(), "port": r.dest.port(),
                     "up": r.up, "down": r.down, "secs": r.secs, "end": r.end,
                 })
             })
@@ -1011,6 +1031,8 @@ mod tests {
         assert!("9-8".parse::<PortList>().is_err());
         assert!("1-65535".parse::<PortList>().is_err());
         assert!("".parse::<PortList>().is_err());
+        assert!("any".parse::<PortList>().unwrap().any());
+        assert!(!"80".parse::<PortList>().unwrap().any());
     }
 
     #[test]

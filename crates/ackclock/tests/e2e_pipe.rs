@@ -153,3 +153,63 @@ fn send_with_and_recv_with_move_a_stream_in_place() {
     assert_eq!(p.a.pool().available(), p.a.pool().capacity());
     assert_eq!(p.b.pool().available(), p.b.pool().capacity());
 }
+
+/// A transparent proxy's stack (`InterfaceConfig::any_destination` and `tcp_listen_any`,
+/// tun2socks-style) accepts connections to addresses and ports it does not own, answers from
+/// the address the peer dialled, and tells the application where each connection was going.
+/// The client reaches those addresses through its default gateway (the proxy's address).
+/// Without `any_destination` the same SYN is not for us: counted and dropped, no connection.
+#[test]
+fn any_destination_listener_accepts_connections_to_other_addresses() {
+    use ackclock::tcp::SocketOptions;
+    use core::net::Ipv4Addr;
+    for transparent in [true, false] {
+        let mut ca = common::config(common::A, 1);
+        ca.iface.gateway = Some(B);
+        let mut cb = common::config(B, 2);
+        cb.iface.any_destination = transparent;
+        let mut p = Pair::with(ca, cb);
+        let opts = SocketOptions::from_config(p.b.tcp().config());
+        let l = p.b.tcp_listen_any(16, opts).unwrap();
+        let far = [(Ipv4Addr::new(198, 18, 0, 7), 4444), (Ipv4Addr::new(203, 0, 113, 9), 443)];
+        let clients: Vec<_> = far.iter().map(|&(ip, port)| p.a.tcp_connect(ip, port).unwrap()).collect();
+        let mut accepted = Vec::new();
+        p.run_until(Duration::from_secs(3), |p| {
+            while let Ok(s) = p.b.tcp_accept(l) {
+                accepted.push(s);
+            }
+            accepted.len() == far.len()
+        });
+        if !transparent {
+            assert!(accepted.is_empty());
+            assert!(p.b.counters().drops_not_for_us > 0);
+            continue;
+        }
+        assert_eq!(accepted.len(), 2);
+        for (&s, &c) in accepted.iter().zip(&clients) {
+            let t = p.b.tcp_tuple(s).unwrap();
+            assert!(far.contains(&(t.local_addr, t.local_port)), "{t:?}");
+            assert_eq!(t.remote_addr, common::A);
+            // The client's view of the same connection.
+            let ct = p.a.tcp_tuple(c).unwrap();
+            assert_eq!((ct.remote_addr, ct.remote_port), (t.local_addr, t.local_port));
+            assert_eq!(p.a.tcp_send(c, b"ping").unwrap(), 4);
+            assert_eq!(p.b.tcp_send(s, b"pong").unwrap(), 4);
+        }
+        let mut got = [0usize; 2];
+        assert!(p.run_until(Duration::from_secs(3), |p| {
+            let mut buf = [0u8; 16];
+            for (i, (&s, &c)) in accepted.iter().zip(&clients).enumerate() {
+                if let Ok(n) = p.b.tcp_recv(s, &mut buf) {
+                    assert_eq!(&buf[..n], b"ping");
+                    got[i] += n;
+                }
+                if let Ok(n) = p.a.tcp_recv(c, &mut buf) {
+                    assert_eq!(&buf[..n], b"pong");
+                    got[i] += n;
+                }
+            }
+            got == [8, 8]
+        }));
+    }
+}

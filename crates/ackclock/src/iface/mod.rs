@@ -30,6 +30,10 @@ pub struct InterfaceConfig {
     /// TTL of sent packets (Linux default 64).
     pub ttl: u8,
     pub arp: ArpConfig,
+    /// Take TCP segments addressed to any unicast IPv4 address, not only `addr`, and answer
+    /// from the address they were sent to: a transparent proxy's interface (tun2socks-style),
+    /// where the host routes whole networks to the stack. ICMP and ARP stay `addr`'s.
+    pub any_destination: bool,
 }
 
 impl InterfaceConfig {
@@ -44,6 +48,7 @@ impl InterfaceConfig {
             gateway: None,
             ttl: 64,
             arp: ArpConfig::default(),
+            any_destination: false,
         }
     }
 }
@@ -169,7 +174,13 @@ impl Interface {
             }
             (ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.header_len(), ip.total_len() as usize)
         };
-        if dst != self.config.addr {
+        if dst != self.config.addr
+            && !(self.config.any_destination
+                && protocol == IpProtocol::TCP
+                && !dst.is_broadcast()
+                && !dst.is_multicast()
+                && !dst.is_unspecified())
+        {
             counters.drop(DropReason::NotForUs);
             return None;
         }
@@ -239,7 +250,7 @@ impl Interface {
         reply.emit(&mut Icmpv4Packet::new_unchecked(bytes));
         // Reply to the MAC the request came from: no ARP round trip for a ping.
         self.arp.learn(now, src_ip, src_mac);
-        match self.encapsulate(now, &mut out, src_ip, IpProtocol::ICMP) {
+        match self.encapsulate(now, &mut out, self.config.addr, src_ip, IpProtocol::ICMP) {
             Ok(next) => self.dispatch(now, out, next, pool, tx, counters),
             Err(_) => counters.drop(DropReason::NoBuffer),
         }
@@ -301,12 +312,14 @@ impl Interface {
         self.send_arp(arp, EthernetAddress::BROADCAST, pool, tx, counters);
     }
 
-    /// Write IPv4 and Ethernet headers in front of `buf`, whose data is the IP payload.
-    /// The checksum of the payload is the caller's (TCP fills its own).
+    /// Write IPv4 and Ethernet headers in front of `buf`, whose data is the IP payload, from
+    /// `src` (the interface's address, or with `any_destination` the one a peer connected
+    /// to). The checksum of the payload is the caller's (TCP fills its own).
     pub fn encapsulate(
         &mut self,
         now: Instant,
         buf: &mut PBuf,
+        src: Ipv4Addr,
         dst: Ipv4Addr,
         protocol: IpProtocol,
     ) -> Result<NextHop, BufError> {
@@ -319,7 +332,7 @@ impl Interface {
             }
         };
         let ip = Ipv4Repr {
-            src_addr: self.config.addr,
+            src_addr: src,
             dst_addr: dst,
             protocol,
             payload_len: buf.len(),

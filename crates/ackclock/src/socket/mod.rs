@@ -149,6 +149,16 @@ impl Stack {
         Ok(ListenerHandle { index, gen })
     }
 
+    /// A listener for connections to every address and port that no other listener takes:
+    /// with [`InterfaceConfig::any_destination`](crate::iface::InterfaceConfig::any_destination)
+    /// the stack then accepts whatever TCP connection the host routes to it, as a
+    /// tun2socks-style proxy does; [`tcp_tuple`](Self::tcp_tuple) tells where each was going.
+    pub fn tcp_listen_any(&mut self, backlog: usize, opts: SocketOptions) -> Result<ListenerHandle, Error> {
+        let any = Ipv4Addr::UNSPECIFIED;
+        let (index, gen) = self.tcp.listen((any, 0), backlog, opts).ok_or(Error::AddrInUse)?;
+        Ok(ListenerHandle { index, gen })
+    }
+
     /// An established connection from the listener's accept queue.
     pub fn tcp_accept(&mut self, l: ListenerHandle) -> Result<TcpHandle, Error> {
         let li = self.listener_idx(l)?;

@@ -217,7 +217,9 @@ impl Tcp {
     }
 
     fn listener_for(&self, addr: Ipv4Addr, port: u16) -> Option<u32> {
-        self.listen_table.get(&(addr, port)).or_else(|| self.listen_table.get(&(Ipv4Addr::UNSPECIFIED, port))).copied()
+        let any = Ipv4Addr::UNSPECIFIED;
+        let table = &self.listen_table;
+        table.get(&(addr, port)).or_else(|| table.get(&(any, port))).or_else(|| table.get(&(any, 0))).copied()
     }
 
     pub(crate) fn tcb(&self, idx: u32) -> Option<&Tcb> {
@@ -702,7 +704,8 @@ impl Tcp {
     // ---- The protocol side of the socket calls (crate::socket wraps these). ----
 
     pub(crate) fn listen(&mut self, local: (Ipv4Addr, u16), backlog: usize, opts: SocketOptions) -> Option<(u32, u32)> {
-        if self.listen_table.contains_key(&local) || local.1 == 0 {
+        // Port 0 only as the every-address, every-port listener (`tcp_listen_any`).
+        if self.listen_table.contains_key(&local) || (local.1 == 0 && !local.0.is_unspecified()) {
             return None;
         }
         self.listener_gen = self.listener_gen.wrapping_add(1);

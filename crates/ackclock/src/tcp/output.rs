@@ -546,7 +546,13 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
             return false;
         }
     };
-    let next = match env.iface.encapsulate(env.now, &mut seg.buf, tcb.tuple.remote_addr, IpProtocol::TCP) {
+    let next = match env.iface.encapsulate(
+        env.now,
+        &mut seg.buf,
+        tcb.tuple.local_addr,
+        tcb.tuple.remote_addr,
+        IpProtocol::TCP,
+    ) {
         Ok(n) => n,
         Err(_) => {
             let _ = seg.buf.trim_front(hl);
@@ -678,7 +684,7 @@ pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) ->
 /// Hand a finished TCP segment that nothing retains to the interface. Returns whether it
 /// went out (or waits for ARP).
 fn ship(env: &mut Env, tuple: FourTuple, mut buf: PBuf) -> bool {
-    match env.iface.encapsulate(env.now, &mut buf, tuple.remote_addr, IpProtocol::TCP) {
+    match env.iface.encapsulate(env.now, &mut buf, tuple.local_addr, tuple.remote_addr, IpProtocol::TCP) {
         Ok(NextHop::Unreachable) => {
             env.counters.drop(DropReason::NotForUs);
             false
