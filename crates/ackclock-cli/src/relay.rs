@@ -189,7 +189,13 @@ pub(crate) fn impaired(tap: Tap, spec: Option<&ImpairSpec>, rx_buffers: usize) -
     let imp = spec.map_or(Impairment::default(), |s| s.impairment);
     let seed = spec.and_then(|s| s.seed).unwrap_or_else(random_seed);
     let queue = spec.and_then(|s| s.queue).unwrap_or(rx_buffers / 2);
-    Impaired::new(tap, imp, imp, seed, queue)
+    let dev = Impaired::new(tap, imp, imp, seed, queue);
+    // Impair wire segments, not 64 KB offload frames (both ways, queue-deep each).
+    if spec.is_some() {
+        dev.cut_offload(2 * queue + 1024)
+    } else {
+        dev
+    }
 }
 
 /// `tx ... rx ...` counters of an impairment, for the exit report.

@@ -202,3 +202,72 @@ fn losses_after_segmentation_are_repaired_per_segment() {
         assert_eq!(r.b.pool().available(), r.b.pool().capacity());
     }
 }
+
+/// `Impaired::cut_offload`: with the impairment in front of the segmentation (as around a
+/// TAP, where the kernel cuts), offload frames are cut before the loss draw, so 2% loss
+/// takes single segments; the stream still arrives byte-exact, and the wrapper cut every
+/// unit the stack sent.
+#[test]
+fn impairment_cuts_offload_frames_before_losing_segments() {
+    let (pa, mut db) = pipe(PipeConfig { depth: 8192, ..Default::default() });
+    let imp = Impairment { loss: Loss::Bernoulli(0.02), ..Default::default() };
+    let mut da = Impaired::new(SoftGso::new(pa, 4096), imp, Impairment::default(), 9, 8192).cut_offload(8192);
+    let mut now = Instant::from_secs(1);
+    let mut ca = config(A, 1);
+    ca.pool = PoolConfig { buffers: 512, buffer_size: 65536 + 256, headroom: 160 };
+    let mut a = Stack::new(ca, da.capabilities(), now).unwrap();
+    let mut b = Stack::new(config(B, 2), db.capabilities(), now).unwrap();
+    a.set_tracing(true);
+    let l = b.tcp_listen(B, 5001, 4).unwrap();
+    let c = a.tcp_connect(B, 5001).unwrap();
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2246822519) >> 9) as u8).collect();
+    let (mut s, mut sent, mut got, mut shut) = (None, 0, Vec::new(), false);
+    let mut buf = vec![0u8; 1 << 16];
+    let end = now + Duration::from_secs(120);
+    let mut done = false;
+    while now < end && !done {
+        a.receive(now, &mut da);
+        b.receive(now, &mut db);
+        s = s.or_else(|| b.tcp_accept(l).ok());
+        while sent < data.len() {
+            match a.tcp_send(c, &data[sent..]) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        if sent == data.len() && !shut {
+            shut = a.tcp_shutdown(c, Shutdown::Write).is_ok();
+        }
+        if let Some(s) = s {
+            loop {
+                match b.tcp_recv(s, &mut buf) {
+                    Ok(0) => {
+                        done = true;
+                        break;
+                    }
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(_) => break,
+                }
+            }
+        }
+        a.transmit(now, &mut da);
+        b.transmit(now, &mut db);
+        let next = [a.poll_at(), b.poll_at(), da.poll_at()].into_iter().flatten().min();
+        now = match next {
+            _ if db.pending() > 0 || da.inner().inner().pending() > 0 => now + Duration::from_micros(10),
+            Some(t) if t > now => t,
+            _ => now + Duration::from_micros(10),
+        };
+    }
+    assert!(done && got == data, "{} of {} bytes", got.len(), data.len());
+    let cut = da.cut_stats();
+    let (tx, _) = da.impair_stats();
+    // Every unit the stack sent was cut before the draw (nothing was left for the device to
+    // cut), and the wrapper lost about 2% of the segments.
+    let units = a.take_trace().iter().filter(|r| matches!(r.event, Event::Sent { len, .. } if len > 1448)).count();
+    assert!(units > 100, "{units} units");
+    assert_eq!(cut.gso_frames, units as u64, "{cut:?}");
+    assert_eq!(da.inner().gso_stats().gso_frames, 0, "nothing left for the device to cut");
+    let rate = tx.lost as f64 / (tx.lost + tx.passed) as f64;
+    assert!((0.01..0.03).contains(&rate), "loss rate {rate} over {tx:?}");
+}

@@ -34,61 +34,56 @@ pub struct GsoStats {
     pub dropped: u64,
 }
 
-/// A device wrapper that segments and checksums in software; see the [module docs](self).
+/// Cuts offload frames into wire segments from a pool of its own: the part of [`SoftGso`]
+/// that [`Impaired`](super::Impaired) also uses, so that impairments act per segment.
 #[derive(Debug)]
-pub struct SoftGso<D> {
-    inner: D,
+pub struct Segmenter {
     pool: Pool,
-    /// Segments waiting for the inner device (it pushed back).
-    out: Batch,
     stats: GsoStats,
 }
 
-impl<D: Device> SoftGso<D> {
-    /// Wrap `inner`; the pieces come from a pool of `buffers` MTU-sized buffers of its own.
-    pub fn new(inner: D, buffers: usize) -> SoftGso<D> {
-        let frame = inner.capabilities().max_frame();
-        let config = PoolConfig { buffers: buffers.max(1), buffer_size: frame.max(64), headroom: 0 };
+impl Segmenter {
+    /// Pieces of at most `max_frame` bytes, `buffers` of them in use at once.
+    pub fn new(max_frame: usize, buffers: usize) -> Segmenter {
+        let config = PoolConfig { buffers: buffers.max(1), buffer_size: max_frame.max(64), headroom: 0 };
         // Cannot fail for a nonzero count of buffers below 4 GiB each.
         let pool = Pool::new(config).unwrap_or_else(|e| panic!("gso pool: {e}"));
-        SoftGso { inner, pool, out: Batch::with_capacity(buffers.max(1)), stats: GsoStats::default() }
+        Segmenter { pool, stats: GsoStats::default() }
     }
 
-    pub fn inner(&self) -> &D {
-        &self.inner
-    }
-
-    pub fn inner_mut(&mut self) -> &mut D {
-        &mut self.inner
-    }
-
-    pub fn gso_stats(&self) -> GsoStats {
+    pub fn stats(&self) -> GsoStats {
         self.stats
     }
 
-    /// Turn one frame into what goes on the wire, into `self.out`.
-    fn expand(&mut self, frame: PBuf) {
+    /// How many frames `frame` becomes.
+    pub fn pieces(frame: &PBuf) -> usize {
+        let gso = frame.meta.gso_size as usize;
+        match frame.meta.flags.contains(Flags::GSO_TCPV4) && gso > 0 {
+            true => frame.len() / gso + 1,
+            false => 1,
+        }
+    }
+
+    /// Hand `push` what `frame` becomes on the wire: its segments if it is marked
+    /// GSO_TCPV4, a copy with the checksum completed if it is marked CSUM_PARTIAL, else the
+    /// frame itself. A malformed one is dropped and counted.
+    pub fn cut(&mut self, frame: PBuf, mut push: impl FnMut(PBuf)) {
         let flags = frame.meta.flags;
         let ok = if flags.contains(Flags::GSO_TCPV4) {
-            self.segment(&frame)
+            self.segment(&frame, &mut push)
         } else if flags.contains(Flags::CSUM_PARTIAL) {
-            self.complete(&frame)
+            self.complete(&frame, &mut push)
         } else {
-            return self.push(frame);
+            push(frame);
+            return;
         };
         if ok.is_none() {
             self.stats.dropped += 1;
         }
     }
 
-    fn push(&mut self, frame: PBuf) {
-        if self.out.push(frame).is_err() {
-            self.stats.dropped += 1;
-        }
-    }
-
     /// Cut a TCP/IPv4 frame at `gso_size`.
-    fn segment(&mut self, frame: &PBuf) -> Option<()> {
+    fn segment(&mut self, frame: &PBuf, push: &mut impl FnMut(PBuf)) -> Option<()> {
         let h = Headers::parse(frame)?;
         let data = frame.data();
         let mss = frame.meta.gso_size as usize;
@@ -106,13 +101,13 @@ impl<D: Device> SoftGso<D> {
             let last = k + 1 == count;
             h.rewrite(bytes, (k * mss) as u32, k as u16, chunk.len(), last, k == 0, payload_sum);
             self.stats.segments += 1;
-            self.push(piece);
+            push(piece);
         }
         Some(())
     }
 
     /// Complete the checksum of a frame that is not to be cut.
-    fn complete(&mut self, frame: &PBuf) -> Option<()> {
+    fn complete(&mut self, frame: &PBuf, push: &mut impl FnMut(PBuf)) -> Option<()> {
         let h = Headers::parse(frame)?;
         let data = frame.data();
         let mut copy = self.pool.alloc().ok()?;
@@ -122,8 +117,41 @@ impl<D: Device> SoftGso<D> {
         let payload = data.len() - h.end;
         h.rewrite(bytes, 0, 0, payload, true, true, payload_sum);
         self.stats.csum_completed += 1;
-        self.push(copy);
+        push(copy);
         Some(())
+    }
+}
+
+/// A device wrapper that segments and checksums in software; see the [module docs](self).
+#[derive(Debug)]
+pub struct SoftGso<D> {
+    inner: D,
+    cutter: Segmenter,
+    /// Segments waiting for the inner device (it pushed back).
+    out: Batch,
+    /// Frames dropped because the inner device's queue could not take their pieces.
+    dropped: u64,
+}
+
+impl<D: Device> SoftGso<D> {
+    /// Wrap `inner`; the pieces come from a pool of `buffers` MTU-sized buffers of its own.
+    pub fn new(inner: D, buffers: usize) -> SoftGso<D> {
+        let cutter = Segmenter::new(inner.capabilities().max_frame(), buffers);
+        SoftGso { inner, cutter, out: Batch::with_capacity(buffers.max(1)), dropped: 0 }
+    }
+
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
+    pub fn gso_stats(&self) -> GsoStats {
+        let mut s = self.cutter.stats();
+        s.dropped += self.dropped;
+        s
     }
 }
 
@@ -216,30 +244,27 @@ impl<D: Device> Device for SoftGso<D> {
 
     fn transmit(&mut self, now: Instant, tx: &mut Batch) -> usize {
         let mut sent = self.inner.transmit(now, &mut self.out);
-        // Expand only while the pieces of a whole frame fit; the rest waits in `tx`.
+        // Cut a frame only when all its pieces fit; the rest waits in `tx`.
         while let Some(frame) = tx.pop() {
-            let gso = frame.meta.gso_size as usize;
-            let need = match frame.meta.flags.contains(Flags::GSO_TCPV4) && gso > 0 {
-                true => frame.len() / gso + 1,
-                false => 1,
-            };
+            let need = Segmenter::pieces(&frame);
             if need > self.out.capacity() {
                 // More pieces than the wrapper holds at once (a tiny gso_size): refused.
-                self.stats.dropped += 1;
+                self.dropped += 1;
                 continue;
             }
             if self.out.remaining() < need {
-                if let Err(f) = tx.push_front(frame) {
-                    drop(f);
-                    self.stats.dropped += 1;
-                }
                 sent += self.inner.transmit(now, &mut self.out);
                 if self.out.remaining() < need {
+                    let _ = tx.push_front(frame); // cannot fail: it was just popped
                     break;
                 }
-                continue;
             }
-            self.expand(frame);
+            let (out, dropped) = (&mut self.out, &mut self.dropped);
+            self.cutter.cut(frame, |piece| {
+                if out.push(piece).is_err() {
+                    *dropped += 1;
+                }
+            });
         }
         sent + self.inner.transmit(now, &mut self.out)
     }

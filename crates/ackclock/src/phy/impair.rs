@@ -7,8 +7,9 @@
 //! earliest, so a caller's loop must also wake for it (take the minimum with the stack's
 //! `poll_at`). Nothing is copied: a duplicate is a shared handle.
 
+use super::gso::{GsoStats, Segmenter};
 use super::{Batch, Capabilities, Device, DeviceStats};
-use crate::buf::PBuf;
+use crate::buf::{Flags, PBuf};
 use crate::sim::link::{Loss, Reorder};
 use crate::sim::rng::Rng;
 use crate::time::{Duration, Instant};
@@ -148,6 +149,9 @@ pub struct Impaired<D: Device> {
     rx: Way,
     capacity: usize,
     scratch: Batch,
+    /// Cuts offload frames into wire segments before they are impaired (see
+    /// [`cut_offload`](Self::cut_offload)).
+    cutter: Option<Segmenter>,
 }
 
 impl<D: Device> Impaired<D> {
@@ -161,7 +165,23 @@ impl<D: Device> Impaired<D> {
             rx: Way::new(rx, Rng::derive(seed, 11), capacity),
             capacity,
             scratch: Batch::with_capacity(256),
+            cutter: None,
         }
+    }
+
+    /// Cut frames that carry many segments (GSO_TCPV4, both ways: the stack's TSO units and a
+    /// TAP's coalesced receives) into wire segments before impairing them, so that loss,
+    /// delay and reordering act per segment, as on a wire, and a 2% loss is not a 2% chance
+    /// of losing 45 segments at once. The pieces come from a pool of `buffers` frames of
+    /// the device's MTU; impaired frames wait in it, so size it for the delay queue.
+    pub fn cut_offload(mut self, buffers: usize) -> Impaired<D> {
+        self.cutter = Some(Segmenter::new(self.inner.capabilities().max_frame(), buffers));
+        self
+    }
+
+    /// What cutting did (zero without [`cut_offload`](Self::cut_offload)).
+    pub fn cut_stats(&self) -> GsoStats {
+        self.cutter.as_ref().map(Segmenter::stats).unwrap_or_default()
     }
 
     pub fn inner(&self) -> &D {
@@ -178,6 +198,14 @@ impl<D: Device> Impaired<D> {
     }
 }
 
+/// Admit a frame to one direction, cut into segments first if there is a cutter.
+fn admit(way: &mut Way, cutter: Option<&mut Segmenter>, now: Instant, frame: PBuf, capacity: usize) {
+    match cutter {
+        Some(c) if frame.meta.flags.contains(Flags::GSO_TCPV4) => c.cut(frame, |p| way.admit(now, p, capacity)),
+        _ => way.admit(now, frame, capacity),
+    }
+}
+
 impl<D: Device> Device for Impaired<D> {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
@@ -189,7 +217,7 @@ impl<D: Device> Device for Impaired<D> {
         }
         self.inner.receive(now, &mut self.scratch);
         while let Some(f) = self.scratch.pop() {
-            self.rx.admit(now, f, self.capacity);
+            admit(&mut self.rx, self.cutter.as_mut(), now, f, self.capacity);
         }
         self.rx.release(now, rx)
     }
@@ -199,7 +227,7 @@ impl<D: Device> Device for Impaired<D> {
             return self.inner.transmit(now, tx);
         }
         while let Some(f) = tx.pop() {
-            self.tx.admit(now, f, self.capacity);
+            admit(&mut self.tx, self.cutter.as_mut(), now, f, self.capacity);
         }
         let mut sent = 0;
         loop {

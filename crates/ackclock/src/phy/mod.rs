@@ -19,7 +19,7 @@ pub mod pipe;
 #[cfg(target_os = "linux")]
 pub mod tap;
 
-pub use gso::{GsoStats, SoftGso};
+pub use gso::{GsoStats, Segmenter, SoftGso};
 pub use impair::{ImpairStats, Impaired, Impairment};
 pub use pcap::{Capture, PcapWriter, Resolution};
 pub use pipe::{pipe, PipeConfig, PipeEnd};

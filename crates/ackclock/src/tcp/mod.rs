@@ -854,8 +854,12 @@ impl Tcp {
         while room > 0 {
             // Fill the unsent tail segment first (Afterburner: "send tries to fill the
             // cluster at the end of the socket buffer before obtaining a new one").
+            // (A tail cut by `split_front` keeps its buffer's end: it may be short of a unit
+            // with no tailroom left.)
             let tail_has_room = tcb.sndq.len() > tcb.snd_nxt_idx
-                && tcb.sndq.back().is_some_and(|s| s.sent == 0 && s.buf.len() < seg_size && s.buf.is_unique());
+                && tcb.sndq.back().is_some_and(|s| {
+                    s.sent == 0 && s.buf.len() < seg_size && s.buf.tailroom() > 0 && s.buf.is_unique()
+                });
             if !tail_has_room {
                 let Ok(buf) = pool.alloc() else {
                     counters.drop(DropReason::NoBuffer);
