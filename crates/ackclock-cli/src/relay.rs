@@ -320,7 +320,6 @@ impl Link {
     /// A stack on this link.
     pub fn stack(&self, addr: Cidr) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
-        config.seed = random_seed();
         // Send buffers of many connections live in this pool (256 KiB each by default).
         config.pool = PoolConfig { buffers: 32 * 1024, ..PoolConfig::default() };
         Stack::new(config, self.dev.capabilities(), self.now()).map_err(|e| format!("stack: {e}"))

@@ -134,3 +134,27 @@ fn active_close_through_time_wait() {
     t.expect_nothing(60_004);
     assert_eq!(t.stack.tcp().connections(), 0, "gone after 2 MSL");
 }
+
+/// RFC 6528 §3 (the ISN function's `secretkey` is a random value) and RFC 6056 §3.3.3 (so
+/// is the port function's): `StackConfig::new` draws the seed behind both keys from the OS,
+/// so two stacks built with the defaults answer the same SYN at the same time with
+/// different ISNs. An explicit seed, as simulations and these scripts set, reproduces the
+/// ISN exactly.
+#[test]
+fn default_seed_is_random_and_an_explicit_seed_reproduces_the_isn() {
+    use ackclock::iface::InterfaceConfig;
+    use ackclock::phy::Capabilities;
+    use ackclock::StackConfig;
+    let iss = |seed: u64| {
+        let mut t = Script::with_config(StackConfig { seed, ..stack_config() }, Capabilities::ethernet(1500));
+        t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+        t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460));
+        t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(65535).mss(1460));
+        t.iss.unwrap()
+    };
+    let a = StackConfig::new(InterfaceConfig::new(LOCAL, 24)).seed;
+    let b = StackConfig::new(InterfaceConfig::new(LOCAL, 24)).seed;
+    assert_ne!(a, b, "two default configurations share a secret");
+    assert_ne!(iss(a), iss(b), "same 4-tuple, same time, different secrets: different ISNs");
+    assert_eq!(iss(7), iss(7), "an explicit seed is deterministic");
+}

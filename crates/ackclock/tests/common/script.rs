@@ -212,15 +212,32 @@ pub fn tcp_config() -> TcpConfig {
     TcpConfig::default()
 }
 
+/// The stack configuration of scripts: `LOCAL`/24, a fixed seed (the ISS, ports and hash
+/// keys repeat from run to run), 512 buffers.
+pub fn stack_config() -> StackConfig {
+    let mut c = StackConfig::new(InterfaceConfig::new(LOCAL, 24));
+    c.seed = 7;
+    c.pool = PoolConfig { buffers: 512, ..Default::default() };
+    c
+}
+
 impl Script {
     /// A stack at `LOCAL` with `tcp` settings; the peer's MAC is known (no ARP in scripts).
     pub fn new(tcp: TcpConfig) -> Script {
-        let mut c = StackConfig::new(InterfaceConfig::new(LOCAL, 24));
+        Script::with_mtu(tcp, 1500)
+    }
+
+    /// As [`Script::new`], on a device with this MTU.
+    pub fn with_mtu(tcp: TcpConfig, mtu: usize) -> Script {
+        let mut c = stack_config();
         c.tcp = tcp;
-        c.seed = 7;
-        c.pool = PoolConfig { buffers: 512, ..Default::default() };
+        Script::with_config(c, Capabilities::ethernet(mtu))
+    }
+
+    /// A stack built from `c` (its interface must be `LOCAL`/24) on a device with `caps`.
+    pub fn with_config(c: StackConfig, caps: Capabilities) -> Script {
         let start = Instant::from_secs(100);
-        let mut stack = Stack::new(c, Capabilities::ethernet(1500), start).unwrap();
+        let mut stack = Stack::new(c, caps, start).unwrap();
         stack.iface_mut().arp.insert_static(PEER, PEER_MAC);
         let mut s = Script { stack, start, now: start, iss: None, log: vec![], pending: Default::default() };
         // The gratuitous ARP at start-up is not TCP: let it out now.
