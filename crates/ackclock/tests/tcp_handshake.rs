@@ -334,3 +334,23 @@ fn mss_derives_from_the_device_mtu() {
         t.expect(1, seg(".").seq(1 + mss as u32).ack(P).win(65535).len(mss as usize));
     }
 }
+
+/// RFC 9293 §3.7.1 (the MSS is what we can receive; IPv4 fragments are not reassembled
+/// here, and our segments go out with DF): an override above MTU - 40 is capped there. With
+/// `mss: Some(9000)` on an MTU of 1500 the SYN-ACK advertises 1460, and a peer advertising
+/// 8960 gets 1460-byte segments, not frames the link cannot carry.
+#[test]
+fn mss_override_is_capped_by_the_device_mtu() {
+    let cfg = TcpConfig { mss: Some(9000), timestamps: false, ..tcp_config() };
+    let mut t = Script::new(cfg);
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(8960));
+    t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1460));
+    t.inject(1, seg(".").seq(P).ack(1).win(65535));
+    let c = t.stack.tcp_accept(l).unwrap();
+    assert_eq!(t.stack.tcp_info(c).unwrap().smss, 1460);
+    t.stack.tcp_send(c, &[1u8; 3000]).unwrap();
+    t.expect(1, seg(".").seq(1).ack(P).win(65535).len(1460));
+    t.expect(1, seg(".").seq(1461).ack(P).win(65535).len(1460));
+    t.expect_nothing(1);
+}

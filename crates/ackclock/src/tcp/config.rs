@@ -24,7 +24,9 @@ impl Default for KeepAlive {
 /// TCP configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {
-    /// MSS to advertise; `None` derives it from the device MTU (MTU - 40).
+    /// MSS to advertise, which also bounds the segments we send; `None` derives it from the
+    /// device MTU (MTU - 40). An override is capped at MTU - 40 (segments are never
+    /// fragmented) and raised to at least 64.
     pub mss: Option<u16>,
     /// Negotiate window scaling (RFC 7323 §2).
     pub window_scaling: bool,

@@ -246,7 +246,12 @@ impl Tcp {
 
     /// A new TCB for `tuple` in `state`.
     pub(crate) fn new_tcb(&self, now: Instant, tuple: FourTuple, opts: SocketOptions, mtu: usize, state: State) -> Tcb {
-        let rmss = self.config.mss.unwrap_or((mtu.saturating_sub(40)).clamp(64, u16::MAX as usize) as u16);
+        // RFC 9293 §3.7.1: the MSS follows from the MTU (less 40 bytes of IPv4 and TCP
+        // headers). An override may only lower it (as Linux's TCP_MAXSEG): it bounds our
+        // segments too, and a segment larger than the device carries would be lost for good
+        // (DF is set, and we drop fragments ourselves).
+        let mtu_mss = mtu.saturating_sub(40).clamp(64, u16::MAX as usize) as u16;
+        let rmss = self.config.mss.map_or(mtu_mss, |m| m.clamp(64, mtu_mss));
         // RFC 7323 §2.3: the smallest shift that lets the window cover the buffer.
         let mut wscale = 0u8;
         if self.config.window_scaling {
