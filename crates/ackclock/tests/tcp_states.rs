@@ -1191,3 +1191,97 @@ fn readiness_flags_in_each_phase() {
     assert_eq!(flags(&t), (State::Closed, true, false, true, true, None));
     t.expect_nothing(100);
 }
+
+// ---- Rule 13: the connection table. ----
+
+/// RFC 9293 §3.10.1 (a passive OPEN may leave the local socket's address unspecified) and
+/// BSD's `in_pcblookup`: a listener on 0.0.0.0 accepts a connection to the stack's address;
+/// the connection's local address is that address, never the wildcard.
+#[test]
+fn wildcard_listener_accepts_connections_to_the_stack_address() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(std::net::Ipv4Addr::UNSPECIFIED, 8080, 8).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
+    t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN));
+    let c = t.stack.tcp_accept(l).unwrap();
+    let tuple = t.stack.tcp_tuple(c).unwrap();
+    assert_eq!((tuple.local_addr, tuple.local_port), (LOCAL, 8080));
+    t.inject(2, seg("P.").seq(PEER_ISS + 1).ack(1).win(WIN).len(10));
+    assert_eq!(t.stack.tcp_recv(c, &mut [0u8; 16]), Ok(10));
+    // Another port has no listener, wildcard or not: RST (its sequence number is absolute).
+    t.iss = Some(0);
+    t.inject(3, seg("S").seq(PEER_ISS).win(WIN).mss(1460).port(8081));
+    t.expect(3, seg("R.").seq(0).ack(PEER_ISS + 1).win(0));
+}
+
+/// BSD `in_pcblookup` (the most specific match wins): with listeners on LOCAL:8080 and
+/// 0.0.0.0:8080, a SYN to LOCAL:8080 goes to the specific one; once it is closed, the
+/// wildcard listener takes the next SYN.
+#[test]
+fn specific_listener_is_preferred_over_the_wildcard() {
+    let mut t = Script::new(tcp_config());
+    let any = t.stack.tcp_listen(std::net::Ipv4Addr::UNSPECIFIED, 8080, 8).unwrap();
+    let specific = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40001));
+    let s = t.expect(0, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(1, seg(".").seq(PEER_ISS + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(40001));
+    assert_eq!((t.stack.tcp_acceptable(specific), t.stack.tcp_acceptable(any)), (Ok(1), Ok(0)));
+    t.stack.tcp_unlisten(specific).unwrap();
+    t.expect(1, seg("R.").seq(s.seq.wrapping_add(1)).ack(PEER_ISS + 1).win(0));
+    t.inject(2, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40002));
+    let s = t.expect(2, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(3, seg(".").seq(PEER_ISS + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(40002));
+    assert_eq!(t.stack.tcp_acceptable(any), Ok(1));
+}
+
+/// The one-entry last-hit cache (BSD's `tcp_last_inpcb`) in front of the 4-tuple hash: two
+/// connections whose segments alternate miss it every time and must each get their own
+/// bytes; a connection reset while it is the cached one must not catch the segments of the
+/// new connection that reuses its 4-tuple (RFC 9293 §3.4: a new incarnation).
+#[test]
+fn interleaved_connections_and_a_stale_last_hit() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let mut conns = vec![];
+    for (i, p) in [40001u16, 40002].into_iter().enumerate() {
+        let iss = PEER_ISS + 100_000 * i as u32;
+        t.inject(0, seg("S").seq(iss).win(WIN).mss(1460).peer_port(p));
+        let s = t.expect(0, seg("S.").ack(iss + 1).win(WIN).mss(1460));
+        t.inject(0, seg(".").seq(iss + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(p));
+        conns.push((p, iss + 1, s.seq.wrapping_add(1), t.stack.tcp_accept(l).unwrap()));
+    }
+    // Five segments each, alternating A B A B ...: all in order, on the fast path.
+    let fast = t.stack.counters().fast_path_data;
+    for k in 0..5u32 {
+        for (i, &(p, rcv, snd, _)) in conns.iter().enumerate() {
+            let body = [(16 * i as u32 + k) as u8; 300];
+            t.inject_payload(10, seg(".").seq(rcv + 300 * k).ack(snd).win(WIN).peer_port(p), &body);
+        }
+    }
+    assert_eq!(t.stack.counters().fast_path_data, fast + 10);
+    for (i, &(_, _, _, c)) in conns.iter().enumerate() {
+        let mut buf = [0u8; 2000];
+        assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(1500));
+        let want: Vec<u8> = (0..5u32).flat_map(|k| [(16 * i as u32 + k) as u8; 300]).collect();
+        assert_eq!(buf[..1500], want[..], "connection {i}");
+    }
+    t.discard();
+    // A's segment makes it the cached entry; then A is reset by the peer.
+    let (pa, rcv_a, snd_a, ca) = conns[0];
+    t.inject(20, seg(".").seq(rcv_a + 1500).ack(snd_a).win(WIN).peer_port(pa));
+    t.inject(21, seg("R").seq(rcv_a + 1500).peer_port(pa));
+    assert_eq!(t.stack.tcp_readiness(ca).unwrap().error, Some(Error::Reset));
+    // The same 4-tuple opens again: the new connection gets the data, the old handle not.
+    t.inject(30, seg("S").seq(PEER_ISS + 500_000).win(WIN).mss(1460).peer_port(pa));
+    let s = t.expect(30, seg("S.").ack(PEER_ISS + 500_001).win(WIN).mss(1460));
+    t.inject(30, seg(".").seq(PEER_ISS + 500_001).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(pa));
+    let ca2 = t.stack.tcp_accept(l).unwrap();
+    t.inject_payload(31, seg("P.").seq(PEER_ISS + 500_001).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(pa), b"new");
+    let mut buf = [0u8; 8];
+    assert_eq!(t.stack.tcp_recv(ca2, &mut buf), Ok(3));
+    assert_eq!(&buf[..3], b"new");
+    assert_eq!(t.stack.tcp_recv(ca, &mut buf), Err(Error::Reset));
+    t.stack.tcp_close(ca).unwrap();
+    assert_eq!(t.stack.tcp().connections(), 2);
+}
