@@ -951,6 +951,42 @@ fn karn_no_sample_before_an_unambiguous_ack() {
     assert_eq!(t.stack.tcp_info(c).unwrap().srtt, Some(ms(20)));
 }
 
+/// RFC 6298 §3 ("The only case when TCP can safely take RTT samples from retransmitted
+/// segments is when the TCP timestamp option is employed") with RFC 7323 §4 (RTTM: the RTT
+/// is now minus the echoed TSecr): a retransmission carries a new TSval, so the echo says
+/// which transmission the ACK answers. The handshake gives SRTT 50 ms, RTTVAR 25 ms; the
+/// segment is sent at 50 ms and retransmitted at 250 ms; the ACK comes at 260 ms.
+/// - Echoing the retransmission's TSval: a 10 ms sample, SRTT = 7/8·50 + 1/8·10 = 45 ms,
+///   RTTVAR = 3/4·25 + 1/4·40 = 28.75 ms.
+/// - Echoing the original's TSval (the first copy was only late): a 210 ms sample,
+///   SRTT = 7/8·50 + 1/8·210 = 70 ms, RTTVAR = 3/4·25 + 1/4·160 = 58.75 ms.
+#[test]
+fn karn_with_timestamps_samples_the_transmission_the_ack_echoes() {
+    for echo_retransmission in [true, false] {
+        let mut t = Script::new(tcp_config());
+        let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+        let (c, _) = passive_open(&mut t, l, seg("S").win(65535).mss(1460).ts(1000, 0), 50, 65535);
+        let info = t.stack.tcp_info(c).unwrap();
+        assert_eq!((info.srtt, info.rttvar, info.rto), (Some(ms(50)), ms(25), ms(200)));
+        t.stack.tcp_send(c, &stream(1448, 30)).unwrap();
+        let first = t.expect(50, seg("P.").seq(1).ack(P).win(65535).ts(ANY, 1001).len(1448));
+        t.expect_nothing(249);
+        let again = t.expect(250, seg("P.").seq(1).ack(P).win(65535).ts(ANY, 1001).len(1448));
+        assert_eq!(tsval(&again), tsval(&first).wrapping_add(200), "the retransmission's own TSval");
+        let echo = if echo_retransmission { tsval(&again) } else { tsval(&first) };
+        t.inject(260, seg(".").seq(P).ack(1449).win(65535).ts(1002, echo));
+        let info = t.stack.tcp_info(c).unwrap();
+        let (srtt, rttvar) = if echo_retransmission { (45_000, 28_750) } else { (70_000, 58_750) };
+        assert_eq!(
+            (info.srtt, info.rttvar),
+            (Some(Duration::from_micros(srtt)), Duration::from_micros(rttvar)),
+            "echoing the {} TSval",
+            if echo_retransmission { "retransmission's" } else { "original's" }
+        );
+        assert_eq!(info.stats.retransmits, 1);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 12. Giving up
 // ---------------------------------------------------------------------------------------
