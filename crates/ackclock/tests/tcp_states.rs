@@ -1285,3 +1285,138 @@ fn interleaved_connections_and_a_stale_last_hit() {
     t.stack.tcp_close(ca).unwrap();
     assert_eq!(t.stack.tcp().connections(), 2);
 }
+
+// ---- Rule 14: socket API errors and per-socket buffers. ----
+
+/// RFC 9293 §3.4 (a connection is named by both sockets; a socket pair must be unique) and
+/// the socket API's `AddrInUse`: a second listener on the same address and port is refused
+/// (also on the wildcard address), port 0 is `InvalidArgument`, and after unlisten the
+/// port can be listened on again. An active open from an explicit local port that already
+/// names a connection to the same remote socket is refused too.
+#[test]
+fn addr_in_use_for_a_taken_listen_port_or_socket_pair() {
+    let mut t = Script::new(tcp_config());
+    let any = std::net::Ipv4Addr::UNSPECIFIED;
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    assert_eq!(t.stack.tcp_listen(LOCAL, 8080, 8), Err(Error::AddrInUse));
+    let w = t.stack.tcp_listen(any, 9090, 8).unwrap();
+    assert_eq!(t.stack.tcp_listen(any, 9090, 8), Err(Error::AddrInUse));
+    assert_eq!(t.stack.tcp_listen(LOCAL, 0, 8), Err(Error::InvalidArgument));
+    t.stack.tcp_unlisten(l).unwrap();
+    t.stack.tcp_unlisten(w).unwrap();
+    t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    t.stack.tcp_listen(any, 9090, 8).unwrap();
+
+    let opts = ackclock::tcp::SocketOptions::from_config(&tcp_config());
+    t.stack.tcp_connect_with(PEER, 80, Some(50_000), opts).unwrap();
+    assert_eq!(t.stack.tcp_connect_with(PEER, 80, Some(50_000), opts), Err(Error::AddrInUse));
+    t.stack.tcp_connect_with(PEER, 81, Some(50_000), opts).expect("another remote port: another socket pair");
+}
+
+/// RFC 9293 §3.10.4 (CLOSE in SYN-SENT: "Delete the TCB") and §3.10.2 (SEND on a connection
+/// that does not exist): a handle whose active open was closed before it completed is
+/// CLOSED without an error, and `send` on it is `NotConnected`; `recv` reports the end of
+/// the stream.
+#[test]
+fn send_on_a_connection_closed_in_syn_sent_is_not_connected() {
+    let mut t = Script::new(tcp_config());
+    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    t.expect(0, seg("S").seq(0).any_options());
+    t.stack.tcp_shutdown(c, Shutdown::Write).unwrap();
+    let r = t.stack.tcp_readiness(c).unwrap();
+    assert_eq!((r.state, r.error, r.closed), (State::Closed, None, true));
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::NotConnected));
+    assert_eq!(t.stack.tcp_recv(c, &mut [0u8; 4]), Ok(0));
+    t.expect_nothing(5000);
+    t.stack.tcp_close(c).unwrap();
+    assert_eq!(t.stack.tcp().connections(), 0);
+}
+
+/// The socket API's `NoBufferSpace`: with a pool of 8 buffers, `send` queues what 8 pbufs
+/// hold (8 × 1460 bytes) and counts the drop; a further `send` finds no buffer and fails.
+/// Once the peer acknowledges four segments (its ACK arrives in the device's own pool),
+/// their pbufs are back and `send` takes 4 × 1460 bytes again. With `max_connections`
+/// reached, `connect` fails the same way.
+#[test]
+fn no_buffer_space_when_the_pool_or_the_table_is_full() {
+    use ackclock::buf::{Pool, PoolConfig};
+    use ackclock::phy::Capabilities;
+    let mut c = stack_config();
+    c.pool = PoolConfig { buffers: 8, ..Default::default() };
+    c.tcp.max_connections = 1;
+    let mut t = Script::with_config(c, Capabilities::ethernet(1500));
+    let (_l, c) = established(&mut t);
+    assert_eq!(t.stack.tcp_connect(PEER, 80), Err(Error::NoBufferSpace), "the one connection slot is taken");
+    assert_eq!(t.stack.tcp_send(c, &[5u8; 20_000]), Ok(8 * 1460));
+    assert_eq!(t.stack.counters().drops_no_buffer, 1);
+    assert_eq!(t.stack.tcp_send(c, b"more"), Err(Error::NoBufferSpace));
+    assert_eq!(t.stack.counters().drops_no_buffer, 2);
+    for i in 0..7u32 {
+        t.expect(1, seg(".").seq(1 + 1460 * i).ack(PEER_ISS + 1).win(WIN).len(1460));
+    }
+    t.expect(1, seg("P.").seq(1 + 1460 * 7).ack(PEER_ISS + 1).win(WIN).len(1460));
+    assert_eq!(t.stack.pool().available(), 0);
+    let device = Pool::new(PoolConfig { buffers: 4, ..Default::default() }).unwrap();
+    t.inject_via(&device, 10, seg(".").seq(PEER_ISS + 1).ack(1 + 4 * 1460).win(WIN));
+    assert_eq!(t.stack.pool().available(), 4);
+    assert_eq!(t.stack.tcp_send(c, &[6u8; 20_000]), Ok(4 * 1460));
+}
+
+/// Per-socket buffer sizes (`SocketOptions`), RFC 9293 §3.8.6 and RFC 7323 §2.3: a
+/// listener's 4000-byte receive buffer is the SYN-ACK's whole window (no scaling needed:
+/// shift 0), and 4000 bytes from the peer close it (the delayed ACK, RFC 5681 §4.2, says
+/// window 0, and a byte beyond is refused); a 1 MiB buffer needs shift 5
+/// (1 MiB >> 4 is still above 65535), which the SYN-ACK offers.
+#[test]
+fn per_socket_receive_buffer_sets_the_window_and_its_scale() {
+    use ackclock::tcp::SocketOptions;
+    let mut t = Script::new(tcp_config());
+    let opts = SocketOptions { recv_buffer: 4000, ..SocketOptions::from_config(&tcp_config()) };
+    let l = t.stack.tcp_listen_with(LOCAL, 8080, 8, opts).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).ws(7));
+    t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(4000).mss(1460).ws(0));
+    t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN));
+    let c = t.stack.tcp_accept(l).unwrap();
+    assert_eq!(t.stack.tcp_options(c).unwrap().recv_buffer, 4000);
+    t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN).len(1460));
+    t.inject(10, seg(".").seq(PEER_ISS + 1461).ack(1).win(WIN).len(1460));
+    t.expect(10, seg(".").seq(1).ack(PEER_ISS + 2921).win(4000 - 2920));
+    t.inject(20, seg("P.").seq(PEER_ISS + 2921).ack(1).win(WIN).len(1080));
+    t.expect_nothing(59);
+    t.expect(60, seg(".").seq(1).ack(PEER_ISS + 4001).win(0));
+    // Nothing beyond the buffer is taken: a byte past the closed window is refused.
+    t.inject(70, seg("P.").seq(PEER_ISS + 4001).ack(1).win(WIN).len(1));
+    t.expect(70, seg(".").seq(1).ack(PEER_ISS + 4001).win(0));
+
+    let mut t = Script::new(tcp_config());
+    let opts = SocketOptions { recv_buffer: 1 << 20, ..SocketOptions::from_config(&tcp_config()) };
+    t.stack.tcp_listen_with(LOCAL, 8080, 8, opts).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).ws(7));
+    t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460).ws(5));
+}
+
+/// Per-socket send buffer (`SocketOptions::send_buffer`, set here on a live connection):
+/// with 3000 bytes, `send` takes 3000 of 10,000 and then would block; the connection is not
+/// writable until the peer acknowledges data, which frees exactly that much room (1460).
+/// Nagle (RFC 9293 §3.7.4) holds the 80-byte tail while data is unacknowledged; the next
+/// write fills it to a full segment, which goes at once.
+#[test]
+fn per_socket_send_buffer_bounds_queued_bytes() {
+    let mut t = Script::new(tcp_config());
+    let (_l, c) = established(&mut t);
+    let mut opts = t.stack.tcp_options(c).unwrap();
+    opts.send_buffer = 3000;
+    t.stack.tcp_set_options(c, opts).unwrap();
+    assert_eq!(t.stack.tcp_send(c, &[1u8; 10_000]), Ok(3000));
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::WouldBlock));
+    assert!(!t.stack.tcp_readiness(c).unwrap().writable);
+    t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect(1, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect_nothing(9);
+    t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1461).win(WIN));
+    assert!(t.stack.tcp_readiness(c).unwrap().writable);
+    assert_eq!(t.stack.tcp_send(c, &[2u8; 10_000]), Ok(1460));
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::WouldBlock));
+    t.expect(10, seg(".").seq(2921).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect_nothing(19);
+}

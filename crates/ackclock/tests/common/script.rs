@@ -324,6 +324,17 @@ impl Script {
         self.inject_raw(&bytes);
     }
 
+    /// Inject `s` at `ms` in a buffer from `pool` rather than the stack's own: a device
+    /// with its own receive pool (as the TAP has), for tests that exhaust the stack's pool.
+    pub fn inject_via(&mut self, pool: &ackclock::buf::Pool, ms: u64, s: Seg) {
+        self.at(ms);
+        let payload: Vec<u8> = (0..s.len).map(|i| (s.seq.unwrap_or(0) as usize + i) as u8).collect();
+        let bytes = self.frame(&s, &payload);
+        let mut buf = pool.alloc().expect("the device pool");
+        buf.append(bytes.len()).unwrap().copy_from_slice(&bytes);
+        self.stack.process(self.now, buf);
+    }
+
     /// Hand the stack an arbitrary frame (for malformed-input tests).
     pub fn inject_raw(&mut self, bytes: &[u8]) {
         let mut buf = self.stack.pool().alloc().expect("pool");
