@@ -1420,3 +1420,60 @@ fn per_socket_send_buffer_bounds_queued_bytes() {
     t.expect(10, seg(".").seq(2921).ack(PEER_ISS + 1).win(WIN).len(1460));
     t.expect_nothing(19);
 }
+
+// ---- Rule 15: statistics. ----
+
+/// `tcp_info` and the stack counters, exactly, through RFC 5681 §3.2's fast retransmit:
+/// five segments sent, the first acknowledged, three duplicate ACKs (the third retransmits
+/// the second segment), then everything acknowledged. Per connection: bytes sent include
+/// the retransmission, bytes acknowledged count data only, three duplicate ACKs, one
+/// retransmission; segments in and out count every segment, whichever input path took it.
+/// Stack-wide: the same segments plus the handshake, and one retransmission.
+#[test]
+fn statistics_count_a_fast_retransmit_exactly() {
+    let mut t = Script::new(tcp_config());
+    let (_l, c) = established(&mut t);
+    let k0 = *t.stack.counters();
+    let s0 = t.stack.tcp_info(c).unwrap().stats;
+    assert_eq!((k0.segs_in, k0.segs_out, s0.segs_in, s0.segs_out), (2, 1, 1, 1), "SYN and ACK in, SYN-ACK out");
+    t.stack.tcp_send(c, &[3u8; 5 * 1460]).unwrap();
+    for i in 0..5u32 {
+        t.expect(1, seg(if i == 4 { "P." } else { "." }).seq(1 + 1460 * i).ack(PEER_ISS + 1).win(WIN).len(1460));
+    }
+    let ack = |a: u32| seg(".").seq(PEER_ISS + 1).ack(a).win(WIN);
+    t.inject(10, ack(1461));
+    for (n, ms) in [(1, 11), (2, 12)] {
+        t.inject(ms, ack(1461));
+        t.expect_nothing(ms);
+        assert_eq!(t.stack.tcp_info(c).unwrap().stats.dup_acks, n);
+    }
+    t.inject(13, ack(1461));
+    t.expect(13, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.inject(20, ack(1 + 5 * 1460));
+    t.expect_nothing(300);
+    let s = t.stack.tcp_info(c).unwrap().stats;
+    assert_eq!((s.bytes_sent, s.bytes_acked), (6 * 1460, 5 * 1460));
+    assert_eq!((s.dup_acks, s.retransmits, s.fast_retransmits, s.rtos), (3, 1, 1, 0));
+    assert_eq!((s.segs_in - s0.segs_in, s.segs_out - s0.segs_out), (5, 6));
+    let k = t.stack.counters();
+    assert_eq!((k.segs_in - k0.segs_in, k.segs_out - k0.segs_out, k.retransmitted), (5, 6, 1));
+    assert_eq!(s.sack_blocks, 0);
+}
+
+/// RFC 2018 §3 (up to four blocks in one SACK option): `tcp_info.sack_blocks` counts the
+/// blocks received: one ACK with two blocks, then one with three.
+#[test]
+fn statistics_count_sack_blocks_received() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1000).sack_ok());
+    t.stack.tcp_send(c, &[4u8; 8000]).unwrap();
+    for i in 0..8u32 {
+        t.expect(1, seg(if i == 7 { "P." } else { "." }).seq(1 + 1000 * i).ack(PEER_ISS + 1).win(WIN).len(1000));
+    }
+    let sack = |b: &[(u32, u32)]| seg(".").seq(PEER_ISS + 1).ack(1001).win(WIN).sack(b);
+    t.inject(10, sack(&[(2001, 3001), (4001, 5001)]));
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.sack_blocks, 2);
+    t.inject(11, sack(&[(6001, 7001), (2001, 3001), (4001, 5001)]));
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.sack_blocks, 5);
+}

@@ -440,6 +440,7 @@ impl Tcp {
                     let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
                     match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
                         Ok(input::Fast::Done { dirty, rearm }) => {
+                            tcb.stats.segs_in += 1;
                             if dirty && !self.slots[idx as usize].tcb.as_ref().is_some_and(|t| t.dirty) {
                                 self.mark_dirty(idx);
                             }
