@@ -273,7 +273,6 @@ fn tsecr_echoes_ts_recent_updated_only_at_last_ack_sent() {
 /// must echo the TSval of the handshake's ACK (1001), not of the SYN; a pure ACK of new data
 /// (1500) and a pure window update (1600) are echoed likewise.
 #[test]
-
 fn ts_recent_is_updated_by_pure_acks() {
     let (mut t, c) = established(tcp_config(), seg("S").win(65535).mss(1460).sack_ok().ts(1000, 0));
     t.stack.tcp_send(c, b"first").unwrap();
@@ -695,7 +694,6 @@ fn sender_sws_avoidance_sends_no_runt_into_a_small_window() {
 /// persist timer whenever data waits and nothing is in flight, whatever the window. Without
 /// it the connection stalls for good if the peer never opens its window further.
 #[test]
-
 fn persist_timer_sends_into_a_window_too_small_for_sws() {
     let (mut t, _c, data) = small_peer_window();
     t.expect_nothing(219);
@@ -750,8 +748,10 @@ fn zero_window_probes_back_off_until_the_window_opens() {
     assert_eq!(s.payload, data);
 }
 
-/// lwIP bug #49533: the peer's window update is lost (never injected); the next probe
-/// draws the open window and the transfer completes.
+/// RFC 9293 §3.8.6.1 and RFC 1122 §4.2.2.17 (probe a zero window so that a lost window
+/// update cannot deadlock the connection; lwIP bug #49533 is the classic failure): the
+/// peer's window update is lost (never injected); the next probe draws the open window and
+/// the transfer completes.
 #[test]
 fn lost_window_update_is_recovered_by_the_next_probe() {
     let (mut t, _c, data) = zero_window(tcp_config());
@@ -867,7 +867,6 @@ fn rto_floor_is_configurable_to_rfc6298_one_second() {
 /// its size. Nagle (RFC 9293 §3.7.4) governs when *new* data may be sent; it must not hold
 /// back the retransmission of a short segment (Linux `tcp_retransmit_skb` never applies it).
 #[test]
-
 fn short_segment_is_retransmitted_on_timeout() {
     let (mut t, c) = established(tcp_config(), seg("S").win(65535).mss(1460));
     t.stack.tcp_send(c, b"hello").unwrap();
@@ -883,7 +882,6 @@ fn short_segment_is_retransmitted_on_timeout() {
 /// and no RTT sample was taken, the RTO is re-initialised to 3 s when data transmission
 /// begins (Linux `tcp_init_metrics`: TCP_TIMEOUT_FALLBACK).
 #[test]
-
 fn rto_is_three_seconds_after_a_retransmitted_synack() {
     let mut t = Script::new(tcp_config());
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
@@ -1033,7 +1031,6 @@ fn user_timeout_aborts_with_retries_left() {
 /// `tcp_clamp_rto_to_user_timeout`). Data sent at 10 ms with a 1000 ms user timeout: aborted
 /// at 1010 ms, not at the third expiry (1410 ms).
 #[test]
-
 fn user_timeout_aborts_when_it_expires() {
     let cfg = TcpConfig { user_timeout: Some(ms(1000)), ..tcp_config() };
     let (mut t, c) = established(cfg, seg("S").win(65535).mss(1460));
@@ -1134,11 +1131,13 @@ fn corrupted(t: &Script, s: &Seg, payload: &[u8], at: usize) -> Vec<u8> {
     f
 }
 
-/// DESIGN principle 1: an in-order data segment (>= 256 bytes, pure ACK, acknowledging
-/// nothing new, same window) has its checksum checked during the copy to the application.
-/// A corrupted one is never delivered (`tcp_recv` finds it bad and returns nothing), is
-/// counted in `drops_bad_checksum`, is never acknowledged, and its TSval is not recorded;
-/// the good retransmission is then delivered and acknowledged.
+/// RFC 9293 §3.1 (MUST-3) and RFC 1122 §4.2.2.7: the receiver checks every checksum and
+/// drops a segment that fails; DESIGN principle 1 moves the check of an in-order data
+/// segment (>= 256 bytes, pure ACK, acknowledging nothing new, same window) into the copy
+/// to the application. A corrupted one is never delivered (`tcp_recv` finds it bad and
+/// returns nothing), is counted in `drops_bad_checksum`, is never acknowledged, and its
+/// TSval is not recorded (RFC 7323 §4.3: only an acceptable segment updates TS.Recent); the
+/// good retransmission is then delivered and acknowledged.
 #[test]
 fn deferred_checksum_failure_found_by_recv() {
     let (mut t, c) = deferral_conn();
@@ -1164,9 +1163,10 @@ fn deferred_checksum_failure_found_by_recv() {
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
 }
 
-/// The same, when the stack sends before the application reads: the pending segment is
-/// verified (a sum-only pass) before an ACK is built, so the ACK does not cover it; the data
-/// is never returned.
+/// RFC 9293 §3.1 (MUST-3) and §3.10.7.4 (RCV.NXT advances only over data accepted): the
+/// same, when the stack sends before the application reads: the pending segment is verified
+/// (a sum-only pass) before an ACK is built, so the ACK does not cover it; the data is
+/// never returned.
 #[test]
 fn deferred_checksum_failure_found_before_acking() {
     let (mut t, c) = deferral_conn();
@@ -1197,9 +1197,10 @@ fn deferred_checksum_failure_found_before_acking() {
     assert_eq!(recv_all(&mut t, c), all);
 }
 
-/// Segments that may not be deferred are checked on arrival and a bad one is dropped at
-/// once, without any ACK: out of order (a good one would draw an immediate duplicate ACK),
-/// or changing the window.
+/// RFC 9293 §3.1 (MUST-3): segments that may not be deferred are checked on arrival and a
+/// bad one is dropped at once, without any ACK: out of order (a good one would draw an
+/// immediate duplicate ACK, RFC 5681 §4.2), or changing the window (a bad one must not
+/// change SND.WND, RFC 9293 §3.10.7.4).
 #[test]
 fn corrupted_segment_that_is_not_deferrable_is_dropped_at_once() {
     let (mut t, c) = deferral_conn();
@@ -1226,11 +1227,12 @@ fn corrupted_segment_that_is_not_deferrable_is_dropped_at_once() {
     assert_eq!(recv_all(&mut t, c), data);
 }
 
-/// `input::SMALL_SEGMENT`: in-order data under 256 bytes is never deferred (it is verified
-/// on arrival and copied into the tail of the receive queue, so tiny segments cannot pin a
-/// pbuf each): a corrupted one is dropped and counted at once, with no delayed ACK armed.
+/// RFC 9293 §3.1 (MUST-3); the size rule itself is ours, no RFC rule (Afterburner: small
+/// packets take the ordinary path). `input::SMALL_SEGMENT`: in-order data under 256 bytes
+/// is never deferred (it is verified on arrival and copied into the tail of the receive
+/// queue, so tiny segments cannot pin a pbuf each): a corrupted one is dropped and counted
+/// at once, with no delayed ACK armed.
 #[test]
-
 fn corrupted_small_segment_is_dropped_at_once() {
     let (mut t, c) = deferral_conn();
     let data = stream(100, 27);
@@ -1376,10 +1378,11 @@ fn reordered_duplicate_ack_is_not_a_paws_drop() {
     let _ = c;
 }
 
-/// Tiny writes with Nagle off each go out as a segment of their own (unsent writes would
-/// coalesce); the send buffer charges each unacknowledged one at least 256 bytes, so an
-/// application cannot pin a pbuf per byte: with a 4 KiB send buffer, at most 16 one-byte
-/// segments are outstanding before `send` would block.
+/// Linux behaviour (an skb's truesize is charged to the send buffer), no RFC rule; RFC 9293
+/// §3.7.4 allows Nagle off. Tiny writes with Nagle off each go out as a segment of their
+/// own (unsent writes would coalesce); the send buffer charges each unacknowledged one at
+/// least 256 bytes, so an application cannot pin a pbuf per byte: with a 4 KiB send buffer,
+/// at most 16 one-byte segments are outstanding before `send` would block.
 #[test]
 fn tiny_writes_are_charged_a_minimum_per_segment() {
     let mut cfg = tcp_config();

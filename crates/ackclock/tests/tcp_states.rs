@@ -157,7 +157,6 @@ fn simultaneous_open_syn_received_then_ack() {
 /// SYN-ACK); its SYN is old and is acknowledged with `<SEQ=ISS+1><ACK=IRS+1><CTL=ACK>` — not
 /// with our SYN-ACK again, as if it were a retransmitted SYN.
 #[test]
-
 fn simultaneous_open_synack_in_syn_received_establishes() {
     let mut t = Script::new(tcp_config());
     let c = t.stack.tcp_connect(PEER, 80).unwrap();
@@ -416,7 +415,6 @@ fn time_wait_lasts_two_msl() {
 /// `tcp_timewait_state_process`: a retransmitted FIN (our last ACK was lost) is acknowledged
 /// again and TIME-WAIT restarts its 2 MSL from then.
 #[test]
-
 fn time_wait_acks_retransmitted_fin_and_restarts_two_msl() {
     let mut t = Script::new(config(|c| c.msl = Duration::from_secs(1)));
     let (_l, c) = to_time_wait(&mut t);
@@ -464,7 +462,6 @@ fn time_wait_reopens_on_syn_with_higher_sequence() {
 /// incarnation's ISS must still lie above the old SND.NXT, or the peer could take old
 /// duplicates for new data.
 #[test]
-
 fn time_wait_reopen_iss_is_above_the_old_sequence_space() {
     let mut t = Script::new(tcp_config());
     let (l, c) = established(&mut t);
@@ -504,7 +501,6 @@ fn time_wait_reopen_iss_is_above_the_old_sequence_space() {
 /// none (our side opened actively) TIME-WAIT stays and answers with
 /// `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`, never an RST.
 #[test]
-
 fn time_wait_without_listener_acks_a_higher_syn() {
     let mut t = Script::new(tcp_config());
     let (c, port) = connected(&mut t);
@@ -520,12 +516,12 @@ fn time_wait_without_listener_acks_a_higher_syn() {
     assert_eq!(t.stack.counters().resets_sent, 0);
 }
 
-/// The socket contract ("the slot ... stays, CLOSED, until the application closes it") and
-/// Linux (a TIME-WAIT reincarnation never touches the application's socket): when a new SYN
+/// Linux behaviour and the socket contract ("the slot ... stays, CLOSED, until the
+/// application closes it"), no RFC rule; the reopening itself is RFC 1122 §4.2.2.13 and
+/// RFC 6191. A TIME-WAIT reincarnation never touches the application's socket: when a new SYN
 /// reopens a TIME-WAIT connection whose handle the application still holds, that handle
 /// stays valid and still yields the unread data and the end of stream.
 #[test]
-
 fn time_wait_reopen_keeps_the_old_handle_readable() {
     let mut t = Script::new(tcp_config());
     let (l, c) = established(&mut t);
@@ -701,7 +697,6 @@ fn syn_in_established_draws_challenge_ack() {
 /// ACK too, so it is counted and rate limited like the others (limit 1 here: the second
 /// one in the same second is suppressed).
 #[test]
-
 fn syn_outside_window_draws_rate_limited_challenge_ack() {
     let mut t = Script::new(config(|c| c.challenge_ack_limit = 1));
     let (_l, c) = established(&mut t);
@@ -916,7 +911,8 @@ fn synack_with_bad_ack_draws_rst() {
 
 // ---- Rule 10: listen queues. ----
 
-/// Linux `tcp_conn_request` without SYN cookies: with backlog 2, a third concurrent SYN is
+/// Linux behaviour (`tcp_conn_request` without SYN cookies), no RFC rule: RFC 9293
+/// §3.10.7.2 does not bound the SYN queue. With backlog 2, a third concurrent SYN is
 /// dropped silently (counted), and once a slot frees up its retransmission is answered.
 #[test]
 fn syn_beyond_backlog_is_dropped_silently() {
@@ -941,8 +937,9 @@ fn syn_beyond_backlog_is_dropped_silently() {
     assert_eq!(t.stack.counters().drops_listen_overflow, 1);
 }
 
-/// Linux `tcp_check_req`/`tcp_v4_syn_recv_sock` (accept queue full, `tcp_abort_on_overflow`
-/// off): the handshake's final ACK is dropped and the connection stays SYN-RECEIVED; it
+/// Linux behaviour (`tcp_check_req`/`tcp_v4_syn_recv_sock` with the accept queue full and
+/// `tcp_abort_on_overflow` off), no RFC rule; the SYN-ACK retransmission is RFC 6298 §5.
+/// The handshake's final ACK is dropped and the connection stays SYN-RECEIVED; it
 /// retransmits its SYN-ACK, and once the application has accepted, the peer's next ACK
 /// completes it.
 #[test]
@@ -1070,7 +1067,6 @@ fn final_ack_of_passive_open_may_carry_data() {
 /// announcing: the segment is acknowledged by the delayed ACK, not at once by a "window
 /// update" carrying the same window.
 #[test]
-
 fn reading_sends_no_window_update_when_the_window_cannot_grow() {
     let mut t = Script::new(tcp_config());
     let (_l, c) = established(&mut t);
@@ -1102,11 +1098,11 @@ fn orphan_fin_wait_2_times_out() {
     t.expect(6000, seg("R").seq(2).win(0));
 }
 
-/// Linux `tcp_close` in FIN-WAIT-2: a connection half-closed earlier (shutdown(Write), FIN
+/// Linux behaviour (`tcp_close` in FIN-WAIT-2), no RFC rule: RFC 9293 §3.10.7.4 leaves
+/// FIN-WAIT-2 unbounded. A connection half-closed earlier (shutdown(Write), FIN
 /// acknowledged) and then closed becomes an orphan in FIN-WAIT-2, and the same timeout
 /// bounds it from the close.
 #[test]
-
 fn close_in_fin_wait_2_starts_the_orphan_timeout() {
     let mut t = Script::new(config(|c| c.fin_wait_2_timeout = Duration::from_secs(5)));
     let (_l, c) = established(&mut t);
@@ -1124,9 +1120,9 @@ fn close_in_fin_wait_2_starts_the_orphan_timeout() {
 
 // ---- Rule 12: handles and readiness. ----
 
-/// The socket API's contract (socket module docs): a handle used after close is
-/// `InvalidHandle` for every call, also once its slot serves a new connection; a listener
-/// handle after unlisten likewise.
+/// The socket API's contract (socket module docs), no RFC rule: a handle used after close
+/// is `InvalidHandle` for every call, also once its slot serves a new connection; a
+/// listener handle after unlisten likewise.
 #[test]
 fn handle_is_invalid_after_close() {
     let mut t = Script::new(tcp_config());
@@ -1160,8 +1156,9 @@ fn handle_is_invalid_after_close() {
     assert_eq!(t.stack.tcp_unlisten(l), Err(Error::InvalidHandle));
 }
 
-/// The readiness contract (socket module docs) through a connection's life: SYN-SENT,
-/// ESTABLISHED, data waiting, CLOSE-WAIT with data then after it, LAST-ACK, CLOSED.
+/// The readiness contract (socket module docs), no RFC rule; the states are RFC 9293
+/// §3.3.2's. Through a connection's life: SYN-SENT, ESTABLISHED, data waiting, CLOSE-WAIT
+/// with data then after it, LAST-ACK, CLOSED.
 #[test]
 fn readiness_flags_in_each_phase() {
     let mut t = Script::new(tcp_config());
@@ -1215,9 +1212,9 @@ fn wildcard_listener_accepts_connections_to_the_stack_address() {
     t.expect(3, seg("R.").seq(0).ack(PEER_ISS + 1).win(0));
 }
 
-/// BSD `in_pcblookup` (the most specific match wins): with listeners on LOCAL:8080 and
-/// 0.0.0.0:8080, a SYN to LOCAL:8080 goes to the specific one; once it is closed, the
-/// wildcard listener takes the next SYN.
+/// BSD behaviour (`in_pcblookup`: the most specific match wins), no RFC rule. With
+/// listeners on LOCAL:8080 and 0.0.0.0:8080, a SYN to LOCAL:8080 goes to the specific one;
+/// once it is closed, the wildcard listener takes the next SYN.
 #[test]
 fn specific_listener_is_preferred_over_the_wildcard() {
     let mut t = Script::new(tcp_config());
@@ -1332,11 +1329,11 @@ fn send_on_a_connection_closed_in_syn_sent_is_not_connected() {
     assert_eq!(t.stack.tcp().connections(), 0);
 }
 
-/// The socket API's `NoBufferSpace`: with a pool of 8 buffers, `send` queues what 8 pbufs
-/// hold (8 × 1460 bytes) and counts the drop; a further `send` finds no buffer and fails.
-/// Once the peer acknowledges four segments (its ACK arrives in the device's own pool),
-/// their pbufs are back and `send` takes 4 × 1460 bytes again. With `max_connections`
-/// reached, `connect` fails the same way.
+/// The socket API's `NoBufferSpace` (issue 3's typed errors), no RFC rule: with a pool of 8
+/// buffers, `send` queues what 8 pbufs hold (8 × 1460 bytes) and counts the drop; a further
+/// `send` finds no buffer and fails. Once the peer acknowledges four segments (its ACK
+/// arrives in the device's own pool), their pbufs are back and `send` takes 4 × 1460 bytes
+/// again. With `max_connections` reached, `connect` fails the same way.
 #[test]
 fn no_buffer_space_when_the_pool_or_the_table_is_full() {
     use ackclock::buf::{Pool, PoolConfig};
