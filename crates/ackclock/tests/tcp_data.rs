@@ -1345,13 +1345,13 @@ fn options_change_on_a_live_connection() {
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     t.stack.tcp_send(c, b"one").unwrap();
-    t.expect(1, seg("P.").seq(1).ack(PEER_ISS + 1).len(3));
+    t.expect(1, seg("P.").seq(1).ack(PEER_ISS + 1).win(65535).len(3));
     t.stack.tcp_send(c, b"two").unwrap();
     t.expect_nothing(2);
     let mut opts = t.stack.tcp_options(c).unwrap();
     opts.nodelay = true;
     t.stack.tcp_set_options(c, opts).unwrap();
-    t.expect(3, seg("P.").seq(4).ack(PEER_ISS + 1).len(3));
+    t.expect(3, seg("P.").seq(4).ack(PEER_ISS + 1).win(65535).len(3));
     opts.congestion = ackclock::tcp::cc::Algorithm::Cubic { hystart: false };
     assert_eq!(t.stack.tcp_set_options(c, opts), Err(ackclock::Error::InvalidArgument));
 }
@@ -1365,8 +1365,8 @@ fn reordered_duplicate_ack_is_not_a_paws_drop() {
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460).ts(1000, 0));
     t.stack.tcp_send(c, &[1u8; 3000]).unwrap();
-    t.expect(1, seg(".").seq(1).len(1448).ts(ANY, 1001));
-    t.expect(1, seg(".").seq(1449).len(1448).ts(ANY, 1001));
+    t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).win(65535).len(1448).ts(ANY, 1001));
+    t.expect(1, seg(".").seq(1449).ack(PEER_ISS + 1).win(65535).len(1448).ts(ANY, 1001));
     t.discard();
     // Newer ACK first (TSval 1010), then an older duplicate of the original ACK (1005).
     t.inject(2, seg(".").seq(PEER_ISS + 1).ack(1).win(65535).ts(1010, ANY));

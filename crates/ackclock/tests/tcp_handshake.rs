@@ -87,13 +87,13 @@ fn active_open_completes() {
             .port(port)
             .peer_port(80),
     );
-    t.expect(10, seg(".").seq(1).ack(PEER_ISS + 1).ts(ANY, 5000).any_options());
+    t.expect(10, seg(".").seq(1).ack(PEER_ISS + 1).win(32768).ts(ANY, 5000));
     assert!(t.stack.tcp_readiness(c).unwrap().writable);
     let info = t.stack.tcp_info(c).unwrap();
     assert_eq!(info.srtt, Some(ackclock::time::Duration::from_millis(10)), "RTT from the echoed timestamp");
     assert_eq!(info.snd_wnd, 29200, "RFC 7323 §2.2: the SYN-ACK's window is not scaled");
     t.stack.tcp_send(c, b"hello").unwrap();
-    t.expect(10, seg("P.").seq(1).ack(PEER_ISS + 1).ts(ANY, 5000).len(5));
+    t.expect(10, seg("P.").seq(1).ack(PEER_ISS + 1).win(32768).ts(ANY, 5000).len(5));
 }
 
 /// RFC 9293 §3.10.7.1: a segment to a closed port draws an RST: `<SEQ=SEG.ACK><CTL=RST>` if
@@ -121,11 +121,11 @@ fn active_close_through_time_wait() {
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     t.stack.tcp_shutdown(c, Shutdown::Write).unwrap();
-    t.expect(1, seg("F.").seq(1).ack(PEER_ISS + 1));
+    t.expect(1, seg("F.").seq(1).ack(PEER_ISS + 1).win(65535));
     t.inject(2, seg(".").seq(PEER_ISS + 1).ack(2));
     assert_eq!(t.stack.tcp_readiness(c).unwrap().state, ackclock::tcp::State::FinWait2);
     t.inject(3, seg("F.").seq(PEER_ISS + 1).ack(2));
-    t.expect(3, seg(".").seq(2).ack(PEER_ISS + 2));
+    t.expect(3, seg(".").seq(2).ack(PEER_ISS + 2).win(65535));
     assert_eq!(t.stack.tcp_readiness(c).unwrap().state, ackclock::tcp::State::TimeWait);
     let mut buf = [0u8; 8];
     assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(0), "end of stream");

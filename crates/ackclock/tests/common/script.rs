@@ -34,8 +34,10 @@ pub const PEER_PORT: u16 = 40000;
 /// The peer's initial sequence number, by convention.
 pub const PEER_ISS: u32 = 1_000_000;
 
-/// A segment description: what to inject, or what to expect (unset fields match anything,
-/// except options and payload length, which must match exactly when expecting).
+/// A segment description: what to inject, or what to expect. When expecting, options and
+/// payload length always match exactly, and the window must be given; an unset seq or ack
+/// matches anything. `any_options` makes an expectation loose: options and window are not
+/// checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seg {
     pub flags: TcpFlags,
@@ -53,7 +55,7 @@ pub struct Seg {
     pub port: Option<u16>,
     /// Peer port (source of injected segments).
     pub peer_port: Option<u16>,
-    /// When expecting: skip option checks entirely.
+    /// When expecting: skip the option and window checks entirely.
     pub any_options: bool,
 }
 
@@ -456,8 +458,12 @@ fn check(ms: u64, want: &Seg, got: &Sent) {
     if let Some(a) = want.ack {
         assert_eq!(a, got.ack, "ack: {}", ctx());
     }
-    if let Some(w) = want.win {
-        assert_eq!(w, got.win, "window: {}", ctx());
+    // An exact expectation states the window: a wrong window is as wrong as a wrong ACK
+    // (receiver SWS avoidance, scaling, a window never withdrawn). Only a loose one
+    // (`any_options`) may leave it out.
+    match want.win {
+        Some(w) => assert_eq!(w, got.win, "window: {}", ctx()),
+        None => assert!(want.any_options, "an exact expectation must state the window (.win), {}", ctx()),
     }
     assert_eq!(want.len, got.len, "payload length: {}", ctx());
     if want.any_options {
