@@ -987,6 +987,44 @@ fn final_ack_dropped_while_accept_queue_full() {
     t.expect_nothing(5000);
 }
 
+/// RFC 9293 §3.10.7.4 (a valid RST deletes the TCB) and BSD's `soabort` (a connection
+/// reset before it is accepted leaves the queue; Linux would hand it out reset), no RFC rule
+/// for the queue: with backlog 2, ten connections in turn complete the handshake and are
+/// reset unaccepted; none is ever accepted, and each frees its place in the backlog. A new
+/// half-open connection in the slot of a reset one is not acceptable until its own
+/// handshake completes.
+#[test]
+fn connections_reset_before_accept_leave_the_accept_queue() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 2).unwrap();
+    for k in 0..10u32 {
+        let (p, iss) = (41000 + k as u16, PEER_ISS + 10_000 * k);
+        t.inject(k as u64, seg("S").seq(iss).win(WIN).mss(1460).peer_port(p));
+        let s = t.expect(k as u64, seg("S.").ack(iss + 1).win(WIN).mss(1460));
+        t.inject(k as u64, seg(".").seq(iss + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(p));
+        assert_eq!(t.stack.tcp_acceptable(l), Ok(1), "connection {k} is queued");
+        t.inject(k as u64, seg("R").seq(iss + 1).peer_port(p));
+        assert_eq!(t.stack.tcp_acceptable(l), Ok(0), "connection {k} left the queue");
+        assert_eq!(t.stack.tcp().connections(), 0);
+    }
+    assert_eq!(t.stack.counters().drops_listen_overflow, 0, "the reset ones hold no backlog place");
+    assert_eq!(t.stack.tcp_accept(l), Err(Error::WouldBlock));
+    // Queued, reset, and its slot taken by a half-open connection: nothing to accept.
+    t.inject(20, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(42000));
+    let a = t.expect(20, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(20, seg(".").seq(PEER_ISS + 1).ack(a.seq.wrapping_add(1)).win(WIN).peer_port(42000));
+    t.inject(21, seg("R").seq(PEER_ISS + 1).peer_port(42000));
+    t.inject(22, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(42001));
+    let b = t.expect(22, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    assert_eq!(t.stack.tcp().connections(), 1);
+    assert_eq!(t.stack.tcp_accept(l), Err(Error::WouldBlock), "a half-open connection is not acceptable");
+    t.inject(23, seg(".").seq(PEER_ISS + 1).ack(b.seq.wrapping_add(1)).win(WIN).peer_port(42001));
+    let c = t.stack.tcp_accept(l).unwrap();
+    assert_eq!(t.stack.tcp_tuple(c).unwrap().remote_port, 42001);
+    assert_eq!(state(&t, c), State::Established);
+    assert_eq!(t.stack.tcp_accept(l), Err(Error::WouldBlock));
+}
+
 /// RFC 9293 §3.4 (connections are identified by both sockets): one listener serves twenty
 /// connections from different peer ports at once, each with its own sequence space, and
 /// data is delivered to the right one.

@@ -158,7 +158,7 @@ impl Stack {
     /// Connections waiting in the accept queue.
     pub fn tcp_acceptable(&self, l: ListenerHandle) -> Result<usize, Error> {
         let li = self.listener_idx(l)?;
-        Ok(self.tcp.listener(li).map_or(0, |l| l.accept.len()))
+        Ok(self.tcp.listener(li).map_or(0, |l| l.ready))
     }
 
     /// Stop listening; connections not yet accepted are reset.
