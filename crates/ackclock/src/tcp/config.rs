@@ -65,7 +65,10 @@ pub struct TcpConfig {
     pub initial_window: u32,
     /// Congestion control for new connections.
     pub congestion: Algorithm,
-    /// Challenge ACKs per second across the stack (RFC 5961 §7; Linux 1000).
+    /// Challenge ACKs per second across the stack, on average (RFC 5961 §7; Linux 1000).
+    /// Each second's budget is drawn at random from [⌈limit/2⌉, ⌈limit/2⌉ + limit), as Linux
+    /// does since 4.7, so that the count left cannot serve as a side channel
+    /// (CVE-2016-5696).
     pub challenge_ack_limit: u32,
     /// Connections the stack holds at most, TIME_WAIT included. The connection table is
     /// sized for it up front.

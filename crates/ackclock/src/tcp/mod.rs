@@ -171,7 +171,7 @@ impl Tcp {
             ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
             ts_key: hash::derive_key(seed, 5),
             counters: Counters::default(),
-            challenge: ChallengeLimiter::default(),
+            challenge: ChallengeLimiter::new(hash::derive_key(seed, 6)),
             trace: trace::Trace::default(),
             live: 0,
             config,
