@@ -342,7 +342,6 @@ impl Link {
     pub fn stack(&self, addr: Cidr, any_destination: bool) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
         config.iface.any_destination = any_destination;
-        config.seed = random_seed();
         let caps = self.dev.capabilities();
         config.pool = stack_pool(&caps);
         Stack::new(config, caps, self.now()).map_err(|e| format!("stack: {e}"))

@@ -112,17 +112,6 @@ fn ip(netns: Option<&str>, args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-fn random_seed() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: writes at most 8 bytes into `b`.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n == 8 {
-        u64::from_ne_bytes(b)
-    } else {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    }
-}
-
 fn serve(args: ServeArgs) -> Result<(), String> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
@@ -152,7 +141,6 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     // The stack's epoch is one second before start, so no timestamp is zero.
     let clock = || Instant::from_secs(1) + clock_start.elapsed();
     let mut config = StackConfig::new(InterfaceConfig::new(args.addr.addr, args.addr.prefix));
-    config.seed = random_seed();
     config.pool = crate::relay::stack_pool(&tap.capabilities());
     let mut stack = Stack::new(config, tap.capabilities(), clock()).map_err(|e| format!("stack: {e}"))?;
     let any = Ipv4Addr::UNSPECIFIED;

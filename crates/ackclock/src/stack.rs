@@ -30,14 +30,23 @@ pub struct StackConfig {
     pub pool: PoolConfig,
     /// Frames moved per device call.
     pub batch: usize,
-    /// Keys the ISN, port and hash functions. Fix it for a reproducible simulation; take it
-    /// from the OS for a real stack.
+    /// The secret behind the RFC 6528 ISN key, the RFC 6056 ephemeral-port key and the
+    /// connection-table hash keys. [`StackConfig::new`] draws it from the operating system's
+    /// random source, so a real stack has unpredictable ISNs and a table no one can flood
+    /// with colliding 4-tuples. Set it explicitly only where reproducibility is the point
+    /// (the simulator, tests, fuzzing): anyone who knows it can predict ISNs and ports.
     pub seed: u64,
 }
 
 impl StackConfig {
+    /// Defaults for an interface, with a fresh random [`seed`](Self::seed).
     pub fn new(iface: InterfaceConfig) -> StackConfig {
-        StackConfig { iface, tcp: TcpConfig::default(), pool: PoolConfig::default(), batch: 64, seed: 0 }
+        // std's `RandomState` takes its SipHash keys from the OS (getrandom(2) on Linux), and
+        // each instance gets different keys: hashing a constant through it yields a secret
+        // 64-bit value with no new dependency and no unsafe code.
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0x61636b636c6f636bu64);
+        StackConfig { iface, tcp: TcpConfig::default(), pool: PoolConfig::default(), batch: 64, seed }
     }
 }
 

@@ -273,7 +273,6 @@ fn tsecr_echoes_ts_recent_updated_only_at_last_ack_sent() {
 /// must echo the TSval of the handshake's ACK (1001), not of the SYN; a pure ACK of new data
 /// (1500) and a pure window update (1600) are echoed likewise.
 #[test]
-
 fn ts_recent_is_updated_by_pure_acks() {
     let (mut t, c) = established(tcp_config(), seg("S").win(65535).mss(1460).sack_ok().ts(1000, 0));
     t.stack.tcp_send(c, b"first").unwrap();
@@ -695,7 +694,6 @@ fn sender_sws_avoidance_sends_no_runt_into_a_small_window() {
 /// persist timer whenever data waits and nothing is in flight, whatever the window. Without
 /// it the connection stalls for good if the peer never opens its window further.
 #[test]
-
 fn persist_timer_sends_into_a_window_too_small_for_sws() {
     let (mut t, _c, data) = small_peer_window();
     t.expect_nothing(219);
@@ -750,8 +748,10 @@ fn zero_window_probes_back_off_until_the_window_opens() {
     assert_eq!(s.payload, data);
 }
 
-/// lwIP bug #49533: the peer's window update is lost (never injected); the next probe
-/// draws the open window and the transfer completes.
+/// RFC 9293 §3.8.6.1 and RFC 1122 §4.2.2.17 (probe a zero window so that a lost window
+/// update cannot deadlock the connection; lwIP bug #49533 is the classic failure): the
+/// peer's window update is lost (never injected); the next probe draws the open window and
+/// the transfer completes.
 #[test]
 fn lost_window_update_is_recovered_by_the_next_probe() {
     let (mut t, _c, data) = zero_window(tcp_config());
@@ -867,7 +867,6 @@ fn rto_floor_is_configurable_to_rfc6298_one_second() {
 /// its size. Nagle (RFC 9293 §3.7.4) governs when *new* data may be sent; it must not hold
 /// back the retransmission of a short segment (Linux `tcp_retransmit_skb` never applies it).
 #[test]
-
 fn short_segment_is_retransmitted_on_timeout() {
     let (mut t, c) = established(tcp_config(), seg("S").win(65535).mss(1460));
     t.stack.tcp_send(c, b"hello").unwrap();
@@ -883,7 +882,6 @@ fn short_segment_is_retransmitted_on_timeout() {
 /// and no RTT sample was taken, the RTO is re-initialised to 3 s when data transmission
 /// begins (Linux `tcp_init_metrics`: TCP_TIMEOUT_FALLBACK).
 #[test]
-
 fn rto_is_three_seconds_after_a_retransmitted_synack() {
     let mut t = Script::new(tcp_config());
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
@@ -951,6 +949,42 @@ fn karn_no_sample_before_an_unambiguous_ack() {
     assert_eq!(t.stack.tcp_info(c).unwrap().srtt, Some(ms(20)));
 }
 
+/// RFC 6298 §3 ("The only case when TCP can safely take RTT samples from retransmitted
+/// segments is when the TCP timestamp option is employed") with RFC 7323 §4 (RTTM: the RTT
+/// is now minus the echoed TSecr): a retransmission carries a new TSval, so the echo says
+/// which transmission the ACK answers. The handshake gives SRTT 50 ms, RTTVAR 25 ms; the
+/// segment is sent at 50 ms and retransmitted at 250 ms; the ACK comes at 260 ms.
+/// - Echoing the retransmission's TSval: a 10 ms sample, SRTT = 7/8·50 + 1/8·10 = 45 ms,
+///   RTTVAR = 3/4·25 + 1/4·40 = 28.75 ms.
+/// - Echoing the original's TSval (the first copy was only late): a 210 ms sample,
+///   SRTT = 7/8·50 + 1/8·210 = 70 ms, RTTVAR = 3/4·25 + 1/4·160 = 58.75 ms.
+#[test]
+fn karn_with_timestamps_samples_the_transmission_the_ack_echoes() {
+    for echo_retransmission in [true, false] {
+        let mut t = Script::new(tcp_config());
+        let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+        let (c, _) = passive_open(&mut t, l, seg("S").win(65535).mss(1460).ts(1000, 0), 50, 65535);
+        let info = t.stack.tcp_info(c).unwrap();
+        assert_eq!((info.srtt, info.rttvar, info.rto), (Some(ms(50)), ms(25), ms(200)));
+        t.stack.tcp_send(c, &stream(1448, 30)).unwrap();
+        let first = t.expect(50, seg("P.").seq(1).ack(P).win(65535).ts(ANY, 1001).len(1448));
+        t.expect_nothing(249);
+        let again = t.expect(250, seg("P.").seq(1).ack(P).win(65535).ts(ANY, 1001).len(1448));
+        assert_eq!(tsval(&again), tsval(&first).wrapping_add(200), "the retransmission's own TSval");
+        let echo = if echo_retransmission { tsval(&again) } else { tsval(&first) };
+        t.inject(260, seg(".").seq(P).ack(1449).win(65535).ts(1002, echo));
+        let info = t.stack.tcp_info(c).unwrap();
+        let (srtt, rttvar) = if echo_retransmission { (45_000, 28_750) } else { (70_000, 58_750) };
+        assert_eq!(
+            (info.srtt, info.rttvar),
+            (Some(Duration::from_micros(srtt)), Duration::from_micros(rttvar)),
+            "echoing the {} TSval",
+            if echo_retransmission { "retransmission's" } else { "original's" }
+        );
+        assert_eq!(info.stats.retransmits, 1);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 12. Giving up
 // ---------------------------------------------------------------------------------------
@@ -997,7 +1031,6 @@ fn user_timeout_aborts_with_retries_left() {
 /// `tcp_clamp_rto_to_user_timeout`). Data sent at 10 ms with a 1000 ms user timeout: aborted
 /// at 1010 ms, not at the third expiry (1410 ms).
 #[test]
-
 fn user_timeout_aborts_when_it_expires() {
     let cfg = TcpConfig { user_timeout: Some(ms(1000)), ..tcp_config() };
     let (mut t, c) = established(cfg, seg("S").win(65535).mss(1460));
@@ -1098,11 +1131,13 @@ fn corrupted(t: &Script, s: &Seg, payload: &[u8], at: usize) -> Vec<u8> {
     f
 }
 
-/// DESIGN principle 1: an in-order data segment (>= 256 bytes, pure ACK, acknowledging
-/// nothing new, same window) has its checksum checked during the copy to the application.
-/// A corrupted one is never delivered (`tcp_recv` finds it bad and returns nothing), is
-/// counted in `drops_bad_checksum`, is never acknowledged, and its TSval is not recorded;
-/// the good retransmission is then delivered and acknowledged.
+/// RFC 9293 §3.1 (MUST-3) and RFC 1122 §4.2.2.7: the receiver checks every checksum and
+/// drops a segment that fails; DESIGN principle 1 moves the check of an in-order data
+/// segment (>= 256 bytes, pure ACK, acknowledging nothing new, same window) into the copy
+/// to the application. A corrupted one is never delivered (`tcp_recv` finds it bad and
+/// returns nothing), is counted in `drops_bad_checksum`, is never acknowledged, and its
+/// TSval is not recorded (RFC 7323 §4.3: only an acceptable segment updates TS.Recent); the
+/// good retransmission is then delivered and acknowledged.
 #[test]
 fn deferred_checksum_failure_found_by_recv() {
     let (mut t, c) = deferral_conn();
@@ -1166,9 +1201,10 @@ fn deferred_checksum_failure_found_by_recv_with() {
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
 }
 
-/// The same, when the stack sends before the application reads: the pending segment is
-/// verified (a sum-only pass) before an ACK is built, so the ACK does not cover it; the data
-/// is never returned.
+/// RFC 9293 §3.1 (MUST-3) and §3.10.7.4 (RCV.NXT advances only over data accepted): the
+/// same, when the stack sends before the application reads: the pending segment is verified
+/// (a sum-only pass) before an ACK is built, so the ACK does not cover it; the data is
+/// never returned.
 #[test]
 fn deferred_checksum_failure_found_before_acking() {
     let (mut t, c) = deferral_conn();
@@ -1199,9 +1235,10 @@ fn deferred_checksum_failure_found_before_acking() {
     assert_eq!(recv_all(&mut t, c), all);
 }
 
-/// Segments that may not be deferred are checked on arrival and a bad one is dropped at
-/// once, without any ACK: out of order (a good one would draw an immediate duplicate ACK),
-/// or changing the window.
+/// RFC 9293 §3.1 (MUST-3): segments that may not be deferred are checked on arrival and a
+/// bad one is dropped at once, without any ACK: out of order (a good one would draw an
+/// immediate duplicate ACK, RFC 5681 §4.2), or changing the window (a bad one must not
+/// change SND.WND, RFC 9293 §3.10.7.4).
 #[test]
 fn corrupted_segment_that_is_not_deferrable_is_dropped_at_once() {
     let (mut t, c) = deferral_conn();
@@ -1228,11 +1265,12 @@ fn corrupted_segment_that_is_not_deferrable_is_dropped_at_once() {
     assert_eq!(recv_all(&mut t, c), data);
 }
 
-/// `input::SMALL_SEGMENT`: in-order data under 256 bytes is never deferred (it is verified
-/// on arrival and copied into the tail of the receive queue, so tiny segments cannot pin a
-/// pbuf each): a corrupted one is dropped and counted at once, with no delayed ACK armed.
+/// RFC 9293 §3.1 (MUST-3); the size rule itself is ours, no RFC rule (Afterburner: small
+/// packets take the ordinary path). `input::SMALL_SEGMENT`: in-order data under 256 bytes
+/// is never deferred (it is verified on arrival and copied into the tail of the receive
+/// queue, so tiny segments cannot pin a pbuf each): a corrupted one is dropped and counted
+/// at once, with no delayed ACK armed.
 #[test]
-
 fn corrupted_small_segment_is_dropped_at_once() {
     let (mut t, c) = deferral_conn();
     let data = stream(100, 27);
@@ -1345,13 +1383,13 @@ fn options_change_on_a_live_connection() {
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     t.stack.tcp_send(c, b"one").unwrap();
-    t.expect(1, seg("P.").seq(1).ack(PEER_ISS + 1).len(3));
+    t.expect(1, seg("P.").seq(1).ack(PEER_ISS + 1).win(65535).len(3));
     t.stack.tcp_send(c, b"two").unwrap();
     t.expect_nothing(2);
     let mut opts = t.stack.tcp_options(c).unwrap();
     opts.nodelay = true;
     t.stack.tcp_set_options(c, opts).unwrap();
-    t.expect(3, seg("P.").seq(4).ack(PEER_ISS + 1).len(3));
+    t.expect(3, seg("P.").seq(4).ack(PEER_ISS + 1).win(65535).len(3));
     opts.congestion = ackclock::tcp::cc::Algorithm::Cubic { hystart: false };
     assert_eq!(t.stack.tcp_set_options(c, opts), Err(ackclock::Error::InvalidArgument));
 }
@@ -1365,8 +1403,8 @@ fn reordered_duplicate_ack_is_not_a_paws_drop() {
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460).ts(1000, 0));
     t.stack.tcp_send(c, &[1u8; 3000]).unwrap();
-    t.expect(1, seg(".").seq(1).len(1448).ts(ANY, 1001));
-    t.expect(1, seg(".").seq(1449).len(1448).ts(ANY, 1001));
+    t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).win(65535).len(1448).ts(ANY, 1001));
+    t.expect(1, seg(".").seq(1449).ack(PEER_ISS + 1).win(65535).len(1448).ts(ANY, 1001));
     t.discard();
     // Newer ACK first (TSval 1010), then an older duplicate of the original ACK (1005).
     t.inject(2, seg(".").seq(PEER_ISS + 1).ack(1).win(65535).ts(1010, ANY));
@@ -1378,10 +1416,11 @@ fn reordered_duplicate_ack_is_not_a_paws_drop() {
     let _ = c;
 }
 
-/// Tiny writes with Nagle off each go out as a segment of their own (unsent writes would
-/// coalesce); the send buffer charges each unacknowledged one at least 256 bytes, so an
-/// application cannot pin a pbuf per byte: with a 4 KiB send buffer, at most 16 one-byte
-/// segments are outstanding before `send` would block.
+/// Linux behaviour (an skb's truesize is charged to the send buffer), no RFC rule; RFC 9293
+/// §3.7.4 allows Nagle off. Tiny writes with Nagle off each go out as a segment of their
+/// own (unsent writes would coalesce); the send buffer charges each unacknowledged one at
+/// least 256 bytes, so an application cannot pin a pbuf per byte: with a 4 KiB send buffer,
+/// at most 16 one-byte segments are outstanding before `send` would block.
 #[test]
 fn tiny_writes_are_charged_a_minimum_per_segment() {
     let mut cfg = tcp_config();

@@ -157,7 +157,6 @@ fn simultaneous_open_syn_received_then_ack() {
 /// SYN-ACK); its SYN is old and is acknowledged with `<SEQ=ISS+1><ACK=IRS+1><CTL=ACK>` — not
 /// with our SYN-ACK again, as if it were a retransmitted SYN.
 #[test]
-
 fn simultaneous_open_synack_in_syn_received_establishes() {
     let mut t = Script::new(tcp_config());
     let c = t.stack.tcp_connect(PEER, 80).unwrap();
@@ -416,7 +415,6 @@ fn time_wait_lasts_two_msl() {
 /// `tcp_timewait_state_process`: a retransmitted FIN (our last ACK was lost) is acknowledged
 /// again and TIME-WAIT restarts its 2 MSL from then.
 #[test]
-
 fn time_wait_acks_retransmitted_fin_and_restarts_two_msl() {
     let mut t = Script::new(config(|c| c.msl = Duration::from_secs(1)));
     let (_l, c) = to_time_wait(&mut t);
@@ -464,7 +462,6 @@ fn time_wait_reopens_on_syn_with_higher_sequence() {
 /// incarnation's ISS must still lie above the old SND.NXT, or the peer could take old
 /// duplicates for new data.
 #[test]
-
 fn time_wait_reopen_iss_is_above_the_old_sequence_space() {
     let mut t = Script::new(tcp_config());
     let (l, c) = established(&mut t);
@@ -504,7 +501,6 @@ fn time_wait_reopen_iss_is_above_the_old_sequence_space() {
 /// none (our side opened actively) TIME-WAIT stays and answers with
 /// `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`, never an RST.
 #[test]
-
 fn time_wait_without_listener_acks_a_higher_syn() {
     let mut t = Script::new(tcp_config());
     let (c, port) = connected(&mut t);
@@ -520,12 +516,12 @@ fn time_wait_without_listener_acks_a_higher_syn() {
     assert_eq!(t.stack.counters().resets_sent, 0);
 }
 
-/// The socket contract ("the slot ... stays, CLOSED, until the application closes it") and
-/// Linux (a TIME-WAIT reincarnation never touches the application's socket): when a new SYN
+/// Linux behaviour and the socket contract ("the slot ... stays, CLOSED, until the
+/// application closes it"), no RFC rule; the reopening itself is RFC 1122 §4.2.2.13 and
+/// RFC 6191. A TIME-WAIT reincarnation never touches the application's socket: when a new SYN
 /// reopens a TIME-WAIT connection whose handle the application still holds, that handle
 /// stays valid and still yields the unread data and the end of stream.
 #[test]
-
 fn time_wait_reopen_keeps_the_old_handle_readable() {
     let mut t = Script::new(tcp_config());
     let (l, c) = established(&mut t);
@@ -701,7 +697,6 @@ fn syn_in_established_draws_challenge_ack() {
 /// ACK too, so it is counted and rate limited like the others (limit 1 here: the second
 /// one in the same second is suppressed).
 #[test]
-
 fn syn_outside_window_draws_rate_limited_challenge_ack() {
     let mut t = Script::new(config(|c| c.challenge_ack_limit = 1));
     let (_l, c) = established(&mut t);
@@ -714,33 +709,42 @@ fn syn_outside_window_draws_rate_limited_challenge_ack() {
     assert_eq!((k.challenge_acks, k.challenge_acks_suppressed), (1, 1));
 }
 
-/// RFC 5961 §7: at most `challenge_ack_limit` challenge ACKs per second (here 2), across
-/// RSTs and SYNs; the rest are counted as suppressed, and the budget is back a second later.
+/// RFC 5961 §7 with Linux's randomised budget (since 4.7, against CVE-2016-5696): with
+/// `challenge_ack_limit` 2, each second allows ⌈2/2⌉ plus a draw below 2, so 1 or 2
+/// challenge ACKs, across RSTs and SYNs alike: the first ones in a second are answered with
+/// `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`, the rest counted as suppressed, and a second
+/// later the budget is drawn again. Over twenty seconds both budgets occur (the draw is
+/// keyed by the stack's seed, so this run repeats exactly).
 #[test]
 fn challenge_acks_are_rate_limited() {
     let mut t = Script::new(config(|c| c.challenge_ack_limit = 2));
     let (_l, c) = established(&mut t);
-    let in_window_rst = || seg("R").seq(PEER_ISS + 1 + 1000);
-    t.inject(100, in_window_rst());
-    t.expect(100, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN));
-    t.inject(101, seg("S").seq(PEER_ISS + 1 + 2000).win(WIN).mss(1460));
-    t.expect(101, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN));
-    t.inject(102, in_window_rst());
-    t.expect_nothing(102);
-    t.inject(103, seg("S").seq(PEER_ISS + 1 + 2000).win(WIN).mss(1460));
-    t.expect_nothing(103);
-    t.inject(600, in_window_rst());
-    t.expect_nothing(600);
+    let mut budgets = vec![];
+    for second in 0..20u64 {
+        let mut answered = vec![];
+        for i in 0..4u64 {
+            let ms = 100 + 1000 * second + i;
+            if i % 2 == 0 {
+                t.inject(ms, seg("R").seq(PEER_ISS + 1 + 1000));
+            } else {
+                t.inject(ms, seg("S").seq(PEER_ISS + 1 + 2000).win(WIN).mss(1460));
+            }
+            let sent = t.sent_now();
+            for s in &sent {
+                assert_eq!((s.flags, s.seq, s.ack, s.win, s.len), (seg(".").flags, 1, PEER_ISS + 1, WIN, 0), "{s:?}");
+            }
+            assert!(sent.len() <= 1, "{sent:?}");
+            answered.push(sent.len() == 1);
+        }
+        let budget = answered.iter().filter(|&&a| a).count();
+        assert!((1..=2).contains(&budget), "second {second}: {answered:?}");
+        assert!(answered[..budget].iter().all(|&a| a), "second {second}: the first ones are answered: {answered:?}");
+        budgets.push(budget as u64);
+    }
+    assert!(budgets.contains(&1) && budgets.contains(&2), "the budget is drawn each second: {budgets:?}");
     let k = t.stack.counters();
-    assert_eq!((k.challenge_acks, k.challenge_acks_suppressed), (2, 3));
-    t.inject(1100, in_window_rst());
-    t.expect(1100, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN));
-    t.inject(1101, in_window_rst());
-    t.expect(1101, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN));
-    t.inject(1102, in_window_rst());
-    t.expect_nothing(1102);
-    let k = t.stack.counters();
-    assert_eq!((k.challenge_acks, k.challenge_acks_suppressed), (4, 4));
+    let sent: u64 = budgets.iter().sum();
+    assert_eq!((k.challenge_acks, k.challenge_acks_suppressed), (sent, 80 - sent));
     assert_eq!(state(&t, c), State::Established);
 }
 
@@ -916,7 +920,8 @@ fn synack_with_bad_ack_draws_rst() {
 
 // ---- Rule 10: listen queues. ----
 
-/// Linux `tcp_conn_request` without SYN cookies: with backlog 2, a third concurrent SYN is
+/// Linux behaviour (`tcp_conn_request` without SYN cookies), no RFC rule: RFC 9293
+/// §3.10.7.2 does not bound the SYN queue. With backlog 2, a third concurrent SYN is
 /// dropped silently (counted), and once a slot frees up its retransmission is answered.
 #[test]
 fn syn_beyond_backlog_is_dropped_silently() {
@@ -941,8 +946,9 @@ fn syn_beyond_backlog_is_dropped_silently() {
     assert_eq!(t.stack.counters().drops_listen_overflow, 1);
 }
 
-/// Linux `tcp_check_req`/`tcp_v4_syn_recv_sock` (accept queue full, `tcp_abort_on_overflow`
-/// off): the handshake's final ACK is dropped and the connection stays SYN-RECEIVED; it
+/// Linux behaviour (`tcp_check_req`/`tcp_v4_syn_recv_sock` with the accept queue full and
+/// `tcp_abort_on_overflow` off), no RFC rule; the SYN-ACK retransmission is RFC 6298 §5.
+/// The handshake's final ACK is dropped and the connection stays SYN-RECEIVED; it
 /// retransmits its SYN-ACK, and once the application has accepted, the peer's next ACK
 /// completes it.
 #[test]
@@ -988,6 +994,44 @@ fn final_ack_dropped_while_accept_queue_full() {
     assert_eq!(t.stack.tcp_tuple(c3).unwrap().remote_port, 40003);
     assert_eq!(state(&t, c3), State::Established);
     t.expect_nothing(5000);
+}
+
+/// RFC 9293 §3.10.7.4 (a valid RST deletes the TCB) and BSD's `soabort` (a connection
+/// reset before it is accepted leaves the queue; Linux would hand it out reset), no RFC rule
+/// for the queue: with backlog 2, ten connections in turn complete the handshake and are
+/// reset unaccepted; none is ever accepted, and each frees its place in the backlog. A new
+/// half-open connection in the slot of a reset one is not acceptable until its own
+/// handshake completes.
+#[test]
+fn connections_reset_before_accept_leave_the_accept_queue() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 2).unwrap();
+    for k in 0..10u32 {
+        let (p, iss) = (41000 + k as u16, PEER_ISS + 10_000 * k);
+        t.inject(k as u64, seg("S").seq(iss).win(WIN).mss(1460).peer_port(p));
+        let s = t.expect(k as u64, seg("S.").ack(iss + 1).win(WIN).mss(1460));
+        t.inject(k as u64, seg(".").seq(iss + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(p));
+        assert_eq!(t.stack.tcp_acceptable(l), Ok(1), "connection {k} is queued");
+        t.inject(k as u64, seg("R").seq(iss + 1).peer_port(p));
+        assert_eq!(t.stack.tcp_acceptable(l), Ok(0), "connection {k} left the queue");
+        assert_eq!(t.stack.tcp().connections(), 0);
+    }
+    assert_eq!(t.stack.counters().drops_listen_overflow, 0, "the reset ones hold no backlog place");
+    assert_eq!(t.stack.tcp_accept(l), Err(Error::WouldBlock));
+    // Queued, reset, and its slot taken by a half-open connection: nothing to accept.
+    t.inject(20, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(42000));
+    let a = t.expect(20, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(20, seg(".").seq(PEER_ISS + 1).ack(a.seq.wrapping_add(1)).win(WIN).peer_port(42000));
+    t.inject(21, seg("R").seq(PEER_ISS + 1).peer_port(42000));
+    t.inject(22, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(42001));
+    let b = t.expect(22, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    assert_eq!(t.stack.tcp().connections(), 1);
+    assert_eq!(t.stack.tcp_accept(l), Err(Error::WouldBlock), "a half-open connection is not acceptable");
+    t.inject(23, seg(".").seq(PEER_ISS + 1).ack(b.seq.wrapping_add(1)).win(WIN).peer_port(42001));
+    let c = t.stack.tcp_accept(l).unwrap();
+    assert_eq!(t.stack.tcp_tuple(c).unwrap().remote_port, 42001);
+    assert_eq!(state(&t, c), State::Established);
+    assert_eq!(t.stack.tcp_accept(l), Err(Error::WouldBlock));
 }
 
 /// RFC 9293 §3.4 (connections are identified by both sockets): one listener serves twenty
@@ -1070,7 +1114,6 @@ fn final_ack_of_passive_open_may_carry_data() {
 /// announcing: the segment is acknowledged by the delayed ACK, not at once by a "window
 /// update" carrying the same window.
 #[test]
-
 fn reading_sends_no_window_update_when_the_window_cannot_grow() {
     let mut t = Script::new(tcp_config());
     let (_l, c) = established(&mut t);
@@ -1102,11 +1145,11 @@ fn orphan_fin_wait_2_times_out() {
     t.expect(6000, seg("R").seq(2).win(0));
 }
 
-/// Linux `tcp_close` in FIN-WAIT-2: a connection half-closed earlier (shutdown(Write), FIN
+/// Linux behaviour (`tcp_close` in FIN-WAIT-2), no RFC rule: RFC 9293 §3.10.7.4 leaves
+/// FIN-WAIT-2 unbounded. A connection half-closed earlier (shutdown(Write), FIN
 /// acknowledged) and then closed becomes an orphan in FIN-WAIT-2, and the same timeout
 /// bounds it from the close.
 #[test]
-
 fn close_in_fin_wait_2_starts_the_orphan_timeout() {
     let mut t = Script::new(config(|c| c.fin_wait_2_timeout = Duration::from_secs(5)));
     let (_l, c) = established(&mut t);
@@ -1124,9 +1167,9 @@ fn close_in_fin_wait_2_starts_the_orphan_timeout() {
 
 // ---- Rule 12: handles and readiness. ----
 
-/// The socket API's contract (socket module docs): a handle used after close is
-/// `InvalidHandle` for every call, also once its slot serves a new connection; a listener
-/// handle after unlisten likewise.
+/// The socket API's contract (socket module docs), no RFC rule: a handle used after close
+/// is `InvalidHandle` for every call, also once its slot serves a new connection; a
+/// listener handle after unlisten likewise.
 #[test]
 fn handle_is_invalid_after_close() {
     let mut t = Script::new(tcp_config());
@@ -1160,8 +1203,9 @@ fn handle_is_invalid_after_close() {
     assert_eq!(t.stack.tcp_unlisten(l), Err(Error::InvalidHandle));
 }
 
-/// The readiness contract (socket module docs) through a connection's life: SYN-SENT,
-/// ESTABLISHED, data waiting, CLOSE-WAIT with data then after it, LAST-ACK, CLOSED.
+/// The readiness contract (socket module docs), no RFC rule; the states are RFC 9293
+/// §3.3.2's. Through a connection's life: SYN-SENT, ESTABLISHED, data waiting, CLOSE-WAIT
+/// with data then after it, LAST-ACK, CLOSED.
 #[test]
 fn readiness_flags_in_each_phase() {
     let mut t = Script::new(tcp_config());
@@ -1190,4 +1234,290 @@ fn readiness_flags_in_each_phase() {
     t.inject(30, peer(seg(".").seq(PEER_ISS + 6).ack(2).win(WIN)));
     assert_eq!(flags(&t), (State::Closed, true, false, true, true, None));
     t.expect_nothing(100);
+}
+
+// ---- Rule 13: the connection table. ----
+
+/// RFC 9293 §3.10.1 (a passive OPEN may leave the local socket's address unspecified) and
+/// BSD's `in_pcblookup`: a listener on 0.0.0.0 accepts a connection to the stack's address;
+/// the connection's local address is that address, never the wildcard.
+#[test]
+fn wildcard_listener_accepts_connections_to_the_stack_address() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(std::net::Ipv4Addr::UNSPECIFIED, 8080, 8).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
+    t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN));
+    let c = t.stack.tcp_accept(l).unwrap();
+    let tuple = t.stack.tcp_tuple(c).unwrap();
+    assert_eq!((tuple.local_addr, tuple.local_port), (LOCAL, 8080));
+    t.inject(2, seg("P.").seq(PEER_ISS + 1).ack(1).win(WIN).len(10));
+    assert_eq!(t.stack.tcp_recv(c, &mut [0u8; 16]), Ok(10));
+    // Another port has no listener, wildcard or not: RST (its sequence number is absolute).
+    t.iss = Some(0);
+    t.inject(3, seg("S").seq(PEER_ISS).win(WIN).mss(1460).port(8081));
+    t.expect(3, seg("R.").seq(0).ack(PEER_ISS + 1).win(0));
+}
+
+/// BSD behaviour (`in_pcblookup`: the most specific match wins), no RFC rule. With
+/// listeners on LOCAL:8080 and 0.0.0.0:8080, a SYN to LOCAL:8080 goes to the specific one;
+/// once it is closed, the wildcard listener takes the next SYN.
+#[test]
+fn specific_listener_is_preferred_over_the_wildcard() {
+    let mut t = Script::new(tcp_config());
+    let any = t.stack.tcp_listen(std::net::Ipv4Addr::UNSPECIFIED, 8080, 8).unwrap();
+    let specific = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40001));
+    let s = t.expect(0, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(1, seg(".").seq(PEER_ISS + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(40001));
+    assert_eq!((t.stack.tcp_acceptable(specific), t.stack.tcp_acceptable(any)), (Ok(1), Ok(0)));
+    t.stack.tcp_unlisten(specific).unwrap();
+    t.expect(1, seg("R.").seq(s.seq.wrapping_add(1)).ack(PEER_ISS + 1).win(0));
+    t.inject(2, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40002));
+    let s = t.expect(2, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
+    t.inject(3, seg(".").seq(PEER_ISS + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(40002));
+    assert_eq!(t.stack.tcp_acceptable(any), Ok(1));
+}
+
+/// The one-entry last-hit cache (BSD's `tcp_last_inpcb`) in front of the 4-tuple hash: two
+/// connections whose segments alternate miss it every time and must each get their own
+/// bytes; a connection reset while it is the cached one must not catch the segments of the
+/// new connection that reuses its 4-tuple (RFC 9293 §3.4: a new incarnation).
+#[test]
+fn interleaved_connections_and_a_stale_last_hit() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let mut conns = vec![];
+    for (i, p) in [40001u16, 40002].into_iter().enumerate() {
+        let iss = PEER_ISS + 100_000 * i as u32;
+        t.inject(0, seg("S").seq(iss).win(WIN).mss(1460).peer_port(p));
+        let s = t.expect(0, seg("S.").ack(iss + 1).win(WIN).mss(1460));
+        t.inject(0, seg(".").seq(iss + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(p));
+        conns.push((p, iss + 1, s.seq.wrapping_add(1), t.stack.tcp_accept(l).unwrap()));
+    }
+    // Five segments each, alternating A B A B ...: all in order, on the fast path.
+    let fast = t.stack.counters().fast_path_data;
+    for k in 0..5u32 {
+        for (i, &(p, rcv, snd, _)) in conns.iter().enumerate() {
+            let body = [(16 * i as u32 + k) as u8; 300];
+            t.inject_payload(10, seg(".").seq(rcv + 300 * k).ack(snd).win(WIN).peer_port(p), &body);
+        }
+    }
+    assert_eq!(t.stack.counters().fast_path_data, fast + 10);
+    for (i, &(_, _, _, c)) in conns.iter().enumerate() {
+        let mut buf = [0u8; 2000];
+        assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(1500));
+        let want: Vec<u8> = (0..5u32).flat_map(|k| [(16 * i as u32 + k) as u8; 300]).collect();
+        assert_eq!(buf[..1500], want[..], "connection {i}");
+    }
+    t.discard();
+    // A's segment makes it the cached entry; then A is reset by the peer.
+    let (pa, rcv_a, snd_a, ca) = conns[0];
+    t.inject(20, seg(".").seq(rcv_a + 1500).ack(snd_a).win(WIN).peer_port(pa));
+    t.inject(21, seg("R").seq(rcv_a + 1500).peer_port(pa));
+    assert_eq!(t.stack.tcp_readiness(ca).unwrap().error, Some(Error::Reset));
+    // The same 4-tuple opens again: the new connection gets the data, the old handle not.
+    t.inject(30, seg("S").seq(PEER_ISS + 500_000).win(WIN).mss(1460).peer_port(pa));
+    let s = t.expect(30, seg("S.").ack(PEER_ISS + 500_001).win(WIN).mss(1460));
+    t.inject(30, seg(".").seq(PEER_ISS + 500_001).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(pa));
+    let ca2 = t.stack.tcp_accept(l).unwrap();
+    t.inject_payload(31, seg("P.").seq(PEER_ISS + 500_001).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(pa), b"new");
+    let mut buf = [0u8; 8];
+    assert_eq!(t.stack.tcp_recv(ca2, &mut buf), Ok(3));
+    assert_eq!(&buf[..3], b"new");
+    assert_eq!(t.stack.tcp_recv(ca, &mut buf), Err(Error::Reset));
+    t.stack.tcp_close(ca).unwrap();
+    assert_eq!(t.stack.tcp().connections(), 2);
+}
+
+// ---- Rule 14: socket API errors and per-socket buffers. ----
+
+/// RFC 9293 §3.4 (a connection is named by both sockets; a socket pair must be unique) and
+/// the socket API's `AddrInUse`: a second listener on the same address and port is refused
+/// (also on the wildcard address), port 0 is `InvalidArgument`, and after unlisten the
+/// port can be listened on again. An active open from an explicit local port that already
+/// names a connection to the same remote socket is refused too.
+#[test]
+fn addr_in_use_for_a_taken_listen_port_or_socket_pair() {
+    let mut t = Script::new(tcp_config());
+    let any = std::net::Ipv4Addr::UNSPECIFIED;
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    assert_eq!(t.stack.tcp_listen(LOCAL, 8080, 8), Err(Error::AddrInUse));
+    let w = t.stack.tcp_listen(any, 9090, 8).unwrap();
+    assert_eq!(t.stack.tcp_listen(any, 9090, 8), Err(Error::AddrInUse));
+    assert_eq!(t.stack.tcp_listen(LOCAL, 0, 8), Err(Error::InvalidArgument));
+    t.stack.tcp_unlisten(l).unwrap();
+    t.stack.tcp_unlisten(w).unwrap();
+    t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    t.stack.tcp_listen(any, 9090, 8).unwrap();
+
+    let opts = ackclock::tcp::SocketOptions::from_config(&tcp_config());
+    t.stack.tcp_connect_with(PEER, 80, Some(50_000), opts).unwrap();
+    assert_eq!(t.stack.tcp_connect_with(PEER, 80, Some(50_000), opts), Err(Error::AddrInUse));
+    t.stack.tcp_connect_with(PEER, 81, Some(50_000), opts).expect("another remote port: another socket pair");
+}
+
+/// RFC 9293 §3.10.4 (CLOSE in SYN-SENT: "Delete the TCB") and §3.10.2 (SEND on a connection
+/// that does not exist): a handle whose active open was closed before it completed is
+/// CLOSED without an error, and `send` on it is `NotConnected`; `recv` reports the end of
+/// the stream.
+#[test]
+fn send_on_a_connection_closed_in_syn_sent_is_not_connected() {
+    let mut t = Script::new(tcp_config());
+    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    t.expect(0, seg("S").seq(0).any_options());
+    t.stack.tcp_shutdown(c, Shutdown::Write).unwrap();
+    let r = t.stack.tcp_readiness(c).unwrap();
+    assert_eq!((r.state, r.error, r.closed), (State::Closed, None, true));
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::NotConnected));
+    assert_eq!(t.stack.tcp_recv(c, &mut [0u8; 4]), Ok(0));
+    t.expect_nothing(5000);
+    t.stack.tcp_close(c).unwrap();
+    assert_eq!(t.stack.tcp().connections(), 0);
+}
+
+/// The socket API's `NoBufferSpace` (issue 3's typed errors), no RFC rule: with a pool of 8
+/// buffers, `send` queues what 8 pbufs hold (8 × 1460 bytes) and counts the drop; a further
+/// `send` finds no buffer and fails. Once the peer acknowledges four segments (its ACK
+/// arrives in the device's own pool), their pbufs are back and `send` takes 4 × 1460 bytes
+/// again. With `max_connections` reached, `connect` fails the same way.
+#[test]
+fn no_buffer_space_when_the_pool_or_the_table_is_full() {
+    use ackclock::buf::{Pool, PoolConfig};
+    use ackclock::phy::Capabilities;
+    let mut c = stack_config();
+    c.pool = PoolConfig { buffers: 8, ..Default::default() };
+    c.tcp.max_connections = 1;
+    let mut t = Script::with_config(c, Capabilities::ethernet(1500));
+    let (_l, c) = established(&mut t);
+    assert_eq!(t.stack.tcp_connect(PEER, 80), Err(Error::NoBufferSpace), "the one connection slot is taken");
+    assert_eq!(t.stack.tcp_send(c, &[5u8; 20_000]), Ok(8 * 1460));
+    assert_eq!(t.stack.counters().drops_no_buffer, 1);
+    assert_eq!(t.stack.tcp_send(c, b"more"), Err(Error::NoBufferSpace));
+    assert_eq!(t.stack.counters().drops_no_buffer, 2);
+    for i in 0..7u32 {
+        t.expect(1, seg(".").seq(1 + 1460 * i).ack(PEER_ISS + 1).win(WIN).len(1460));
+    }
+    t.expect(1, seg("P.").seq(1 + 1460 * 7).ack(PEER_ISS + 1).win(WIN).len(1460));
+    assert_eq!(t.stack.pool().available(), 0);
+    let device = Pool::new(PoolConfig { buffers: 4, ..Default::default() }).unwrap();
+    t.inject_via(&device, 10, seg(".").seq(PEER_ISS + 1).ack(1 + 4 * 1460).win(WIN));
+    assert_eq!(t.stack.pool().available(), 4);
+    assert_eq!(t.stack.tcp_send(c, &[6u8; 20_000]), Ok(4 * 1460));
+}
+
+/// Per-socket buffer sizes (`SocketOptions`), RFC 9293 §3.8.6 and RFC 7323 §2.3: a
+/// listener's 4000-byte receive buffer is the SYN-ACK's whole window (no scaling needed:
+/// shift 0), and 4000 bytes from the peer close it (the delayed ACK, RFC 5681 §4.2, says
+/// window 0, and a byte beyond is refused); a 1 MiB buffer needs shift 5
+/// (1 MiB >> 4 is still above 65535), which the SYN-ACK offers.
+#[test]
+fn per_socket_receive_buffer_sets_the_window_and_its_scale() {
+    use ackclock::tcp::SocketOptions;
+    let mut t = Script::new(tcp_config());
+    let opts = SocketOptions { recv_buffer: 4000, ..SocketOptions::from_config(&tcp_config()) };
+    let l = t.stack.tcp_listen_with(LOCAL, 8080, 8, opts).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).ws(7));
+    t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(4000).mss(1460).ws(0));
+    t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN));
+    let c = t.stack.tcp_accept(l).unwrap();
+    assert_eq!(t.stack.tcp_options(c).unwrap().recv_buffer, 4000);
+    t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN).len(1460));
+    t.inject(10, seg(".").seq(PEER_ISS + 1461).ack(1).win(WIN).len(1460));
+    t.expect(10, seg(".").seq(1).ack(PEER_ISS + 2921).win(4000 - 2920));
+    t.inject(20, seg("P.").seq(PEER_ISS + 2921).ack(1).win(WIN).len(1080));
+    t.expect_nothing(59);
+    t.expect(60, seg(".").seq(1).ack(PEER_ISS + 4001).win(0));
+    // Nothing beyond the buffer is taken: a byte past the closed window is refused.
+    t.inject(70, seg("P.").seq(PEER_ISS + 4001).ack(1).win(WIN).len(1));
+    t.expect(70, seg(".").seq(1).ack(PEER_ISS + 4001).win(0));
+
+    let mut t = Script::new(tcp_config());
+    let opts = SocketOptions { recv_buffer: 1 << 20, ..SocketOptions::from_config(&tcp_config()) };
+    t.stack.tcp_listen_with(LOCAL, 8080, 8, opts).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).ws(7));
+    t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460).ws(5));
+}
+
+/// Per-socket send buffer (`SocketOptions::send_buffer`, set here on a live connection):
+/// with 3000 bytes, `send` takes 3000 of 10,000 and then would block; the connection is not
+/// writable until the peer acknowledges data, which frees exactly that much room (1460).
+/// Nagle (RFC 9293 §3.7.4) holds the 80-byte tail while data is unacknowledged; the next
+/// write fills it to a full segment, which goes at once.
+#[test]
+fn per_socket_send_buffer_bounds_queued_bytes() {
+    let mut t = Script::new(tcp_config());
+    let (_l, c) = established(&mut t);
+    let mut opts = t.stack.tcp_options(c).unwrap();
+    opts.send_buffer = 3000;
+    t.stack.tcp_set_options(c, opts).unwrap();
+    assert_eq!(t.stack.tcp_send(c, &[1u8; 10_000]), Ok(3000));
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::WouldBlock));
+    assert!(!t.stack.tcp_readiness(c).unwrap().writable);
+    t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect(1, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect_nothing(9);
+    t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1461).win(WIN));
+    assert!(t.stack.tcp_readiness(c).unwrap().writable);
+    assert_eq!(t.stack.tcp_send(c, &[2u8; 10_000]), Ok(1460));
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::WouldBlock));
+    t.expect(10, seg(".").seq(2921).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect_nothing(19);
+}
+
+// ---- Rule 15: statistics. ----
+
+/// `tcp_info` and the stack counters, exactly, through RFC 5681 §3.2's fast retransmit:
+/// five segments sent, the first acknowledged, three duplicate ACKs (the third retransmits
+/// the second segment), then everything acknowledged. Per connection: bytes sent include
+/// the retransmission, bytes acknowledged count data only, three duplicate ACKs, one
+/// retransmission; segments in and out count every segment, whichever input path took it.
+/// Stack-wide: the same segments plus the handshake, and one retransmission.
+#[test]
+fn statistics_count_a_fast_retransmit_exactly() {
+    let mut t = Script::new(tcp_config());
+    let (_l, c) = established(&mut t);
+    let k0 = *t.stack.counters();
+    let s0 = t.stack.tcp_info(c).unwrap().stats;
+    assert_eq!((k0.segs_in, k0.segs_out, s0.segs_in, s0.segs_out), (2, 1, 1, 1), "SYN and ACK in, SYN-ACK out");
+    t.stack.tcp_send(c, &[3u8; 5 * 1460]).unwrap();
+    for i in 0..5u32 {
+        t.expect(1, seg(if i == 4 { "P." } else { "." }).seq(1 + 1460 * i).ack(PEER_ISS + 1).win(WIN).len(1460));
+    }
+    let ack = |a: u32| seg(".").seq(PEER_ISS + 1).ack(a).win(WIN);
+    t.inject(10, ack(1461));
+    for (n, ms) in [(1, 11), (2, 12)] {
+        t.inject(ms, ack(1461));
+        t.expect_nothing(ms);
+        assert_eq!(t.stack.tcp_info(c).unwrap().stats.dup_acks, n);
+    }
+    t.inject(13, ack(1461));
+    t.expect(13, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.inject(20, ack(1 + 5 * 1460));
+    t.expect_nothing(300);
+    let s = t.stack.tcp_info(c).unwrap().stats;
+    assert_eq!((s.bytes_sent, s.bytes_acked), (6 * 1460, 5 * 1460));
+    assert_eq!((s.dup_acks, s.retransmits, s.fast_retransmits, s.rtos), (3, 1, 1, 0));
+    assert_eq!((s.segs_in - s0.segs_in, s.segs_out - s0.segs_out), (5, 6));
+    let k = t.stack.counters();
+    assert_eq!((k.segs_in - k0.segs_in, k.segs_out - k0.segs_out, k.retransmitted), (5, 6, 1));
+    assert_eq!(s.sack_blocks, 0);
+}
+
+/// RFC 2018 §3 (up to four blocks in one SACK option): `tcp_info.sack_blocks` counts the
+/// blocks received: one ACK with two blocks, then one with three.
+#[test]
+fn statistics_count_sack_blocks_received() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1000).sack_ok());
+    t.stack.tcp_send(c, &[4u8; 8000]).unwrap();
+    for i in 0..8u32 {
+        t.expect(1, seg(if i == 7 { "P." } else { "." }).seq(1 + 1000 * i).ack(PEER_ISS + 1).win(WIN).len(1000));
+    }
+    let sack = |b: &[(u32, u32)]| seg(".").seq(PEER_ISS + 1).ack(1001).win(WIN).sack(b);
+    t.inject(10, sack(&[(2001, 3001), (4001, 5001)]));
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.sack_blocks, 2);
+    t.inject(11, sack(&[(6001, 7001), (2001, 3001), (4001, 5001)]));
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.sack_blocks, 5);
 }

@@ -123,10 +123,11 @@ impl Default for Chargen {
     }
 }
 
-/// The payload of a full-sized segment for these settings: the MSS less 12 bytes of
-/// timestamp option when timestamps are on.
+/// The payload of a full-sized segment for these settings: the MSS (an override capped at
+/// MTU - 40, as the stack does) less 12 bytes of timestamp option when timestamps are on.
 pub fn payload(link: &LinkConfig, mss: Option<u16>, timestamps: bool) -> usize {
-    let mss = mss.map_or(link.mtu.saturating_sub(40), usize::from);
+    let mtu_mss = link.mtu.saturating_sub(40);
+    let mss = mss.map_or(mtu_mss, |m| usize::from(m).min(mtu_mss));
     mss - if timestamps { 12 } else { 0 }
 }
 

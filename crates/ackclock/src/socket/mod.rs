@@ -126,9 +126,17 @@ impl Stack {
         }
     }
 
-    /// Listen on `port` of `addr` (`0.0.0.0` for any address) with a backlog bounding both
-    /// the SYN queue and the accept queue. When either is full, new SYNs are dropped
-    /// (as Linux without SYN cookies), so clients retry with backoff.
+    /// Listen on `port` of `addr` (`0.0.0.0` for any address; a listener on the stack's own
+    /// address takes precedence over one on the wildcard) with a backlog bounding both the
+    /// SYN queue and the accept queue. `AddrInUse` if `addr` and `port` already listen.
+    ///
+    /// When either queue is full, new SYNs are dropped (as Linux without SYN cookies), so
+    /// clients retry with backoff. While the accept queue is full, the handshake's final ACK
+    /// is dropped too (as Linux with `tcp_abort_on_overflow` off): the connection stays
+    /// SYN-RECEIVED and retransmits its SYN-ACK, and the peer's next ACK completes it once
+    /// the application has accepted. A peer that already considers itself connected may
+    /// send data meanwhile; it is retransmitted like any unacknowledged data. A connection
+    /// reset or timed out before it is accepted leaves the queue and is never handed out.
     pub fn tcp_listen(&mut self, addr: Ipv4Addr, port: u16, backlog: usize) -> Result<ListenerHandle, Error> {
         let opts = SocketOptions::from_config(self.tcp.config());
         self.tcp_listen_with(addr, port, backlog, opts)
@@ -169,7 +177,7 @@ impl Stack {
     /// Connections waiting in the accept queue.
     pub fn tcp_acceptable(&self, l: ListenerHandle) -> Result<usize, Error> {
         let li = self.listener_idx(l)?;
-        Ok(self.tcp.listener(li).map_or(0, |l| l.accept.len()))
+        Ok(self.tcp.listener(li).map_or(0, |l| l.ready))
     }
 
     /// Stop listening; connections not yet accepted are reset.

@@ -24,7 +24,9 @@ impl Default for KeepAlive {
 /// TCP configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {
-    /// MSS to advertise; `None` derives it from the device MTU (MTU - 40).
+    /// MSS to advertise, which also bounds the segments we send; `None` derives it from the
+    /// device MTU (MTU - 40). An override is capped at MTU - 40 (segments are never
+    /// fragmented) and raised to at least 64.
     pub mss: Option<u16>,
     /// Negotiate window scaling (RFC 7323 §2).
     pub window_scaling: bool,
@@ -63,7 +65,10 @@ pub struct TcpConfig {
     pub initial_window: u32,
     /// Congestion control for new connections.
     pub congestion: Algorithm,
-    /// Challenge ACKs per second across the stack (RFC 5961 §7; Linux 1000).
+    /// Challenge ACKs per second across the stack, on average (RFC 5961 §7; Linux 1000).
+    /// Each second's budget is drawn at random from [⌈limit/2⌉, ⌈limit/2⌉ + limit), as Linux
+    /// does since 4.7, so that the count left cannot serve as a side channel
+    /// (CVE-2016-5696).
     pub challenge_ack_limit: u32,
     /// Connections the stack holds at most, TIME_WAIT included. The connection table is
     /// sized for it up front.

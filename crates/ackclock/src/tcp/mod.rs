@@ -83,8 +83,12 @@ pub(crate) struct Listener {
     /// Linux's `listen(fd, backlog)`.
     pub backlog: usize,
     pub syn_received: usize,
-    /// Established connections not yet accepted (slot indices).
-    pub accept: VecDeque<u32>,
+    /// Established connections not yet accepted: slot index and generation. A connection
+    /// that ends before it is accepted stays here, dead (its slot's generation moved on),
+    /// and is skipped by `accept`: the packet path never searches this queue.
+    pub accept: VecDeque<(u32, u32)>,
+    /// Live entries of `accept`: what the backlog bounds and the application can accept.
+    pub ready: usize,
     pub opts: SocketOptions,
 }
 
@@ -177,7 +181,7 @@ impl Tcp {
             ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
             ts_key: hash::derive_key(seed, 5),
             counters: Counters::default(),
-            challenge: ChallengeLimiter::default(),
+            challenge: ChallengeLimiter::new(hash::derive_key(seed, 6)),
             trace: trace::Trace::default(),
             live: 0,
             gso_max: 0,
@@ -265,7 +269,12 @@ impl Tcp {
 
     /// A new TCB for `tuple` in `state`.
     pub(crate) fn new_tcb(&self, now: Instant, tuple: FourTuple, opts: SocketOptions, mtu: usize, state: State) -> Tcb {
-        let rmss = self.config.mss.unwrap_or((mtu.saturating_sub(40)).clamp(64, u16::MAX as usize) as u16);
+        // RFC 9293 §3.7.1: the MSS follows from the MTU (less 40 bytes of IPv4 and TCP
+        // headers). An override may only lower it (as Linux's TCP_MAXSEG): it bounds our
+        // segments too, and a segment larger than the device carries would be lost for good
+        // (DF is set, and we drop fragments ourselves).
+        let mtu_mss = mtu.saturating_sub(40).clamp(64, u16::MAX as usize) as u16;
+        let rmss = self.config.mss.map_or(mtu_mss, |m| m.clamp(64, mtu_mss));
         // RFC 7323 §2.3: the smallest shift that lets the window cover the buffer.
         let mut wscale = 0u8;
         if self.config.window_scaling {
@@ -343,6 +352,7 @@ impl Tcp {
             orphan: false,
             error: None,
             listener: None,
+            accept_queued: false,
             dirty: false,
             stats: ConnStats::default(),
             pred_flags: 0,
@@ -393,9 +403,11 @@ impl Tcp {
         self.wheel.cancel(idx);
         let mut unowned = orphan;
         if let Some(l) = listener.and_then(|l| self.listeners.get_mut(l as usize)).and_then(|l| l.as_mut()) {
-            // Still owned by the listener: it was never accepted.
-            if let Some(pos) = l.accept.iter().position(|&i| i == idx) {
-                l.accept.remove(pos);
+            // Still owned by the listener: it was never accepted. An accept-queue entry is
+            // left in place: freeing the slot below moves its generation on, so `accept`
+            // skips it.
+            if tcb.accept_queued {
+                l.ready = l.ready.saturating_sub(1);
             } else {
                 l.syn_received = l.syn_received.saturating_sub(1);
             }
@@ -454,6 +466,7 @@ impl Tcp {
                     let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
                     match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
                         Ok(input::Fast::Done { dirty, rearm }) => {
+                            tcb.stats.segs_in += 1;
                             if dirty && !self.slots[idx as usize].tcb.as_ref().is_some_and(|t| t.dirty) {
                                 self.mark_dirty(idx);
                             }
@@ -522,7 +535,7 @@ impl Tcp {
         // retransmits and the connection completes once the application accepts.
         if tcb.state == State::SynReceived && seg.flags.contains(TcpFlags::ACK) && !seg.flags.contains(TcpFlags::RST) {
             if let Some(l) = tcb.listener.and_then(|l| self.listeners.get(l as usize)).and_then(|l| l.as_ref()) {
-                if l.accept.len() >= l.backlog {
+                if l.ready >= l.backlog {
                     self.counters.drop(DropReason::ListenOverflow);
                     return;
                 }
@@ -550,10 +563,9 @@ impl Tcp {
             Outcome::Keep => {}
             Outcome::Established => {
                 self.counters.passive_opens += 1;
-                if let Some(l) = tcb.listener.and_then(|l| self.listeners.get_mut(l as usize)).and_then(|l| l.as_mut())
-                {
-                    l.syn_received = l.syn_received.saturating_sub(1);
-                    l.accept.push_back(idx);
+                if let Some(lidx) = tcb.listener {
+                    tcb.accept_queued = true;
+                    self.enqueue_accepted(lidx, idx);
                 }
             }
             Outcome::Delete => {
@@ -609,7 +621,7 @@ impl Tcp {
         }
         let Some(l) = self.listeners.get(lidx as usize).and_then(|l| l.as_ref()) else { return };
         // Linux drops the SYN when either queue is full (no SYN cookies here).
-        if l.syn_received >= l.backlog || l.accept.len() >= l.backlog {
+        if l.syn_received >= l.backlog || l.ready >= l.backlog {
             env.counters.drop(DropReason::ListenOverflow);
             return;
         }
@@ -645,6 +657,21 @@ impl Tcp {
         }
         self.mark_dirty(idx);
         self.rearm(idx);
+    }
+
+    /// A passively opened connection is established: from the listener's SYN queue to its
+    /// accept queue.
+    fn enqueue_accepted(&mut self, lidx: u32, idx: u32) {
+        let Some(l) = self.listeners.get_mut(lidx as usize).and_then(|l| l.as_mut()) else { return };
+        l.syn_received = l.syn_received.saturating_sub(1);
+        // Dead entries (connections that ended unaccepted) are dropped once the queue holds
+        // twice the backlog: amortised O(1) per entry, and the queue stays bounded.
+        let slots = &self.slots;
+        if l.accept.len() >= 2 * l.backlog {
+            l.accept.retain(|&(i, g)| slots[i as usize].gen == g && slots[i as usize].tcb.is_some());
+        }
+        l.accept.push_back((idx, slots[idx as usize].gen));
+        l.ready += 1;
     }
 
     /// Run the timers that are due.
@@ -715,6 +742,7 @@ impl Tcp {
             backlog: backlog.max(1),
             syn_received: 0,
             accept: VecDeque::new(),
+            ready: 0,
             opts,
         };
         let idx = match self.listeners.iter().position(|l| l.is_none()) {
@@ -753,11 +781,17 @@ impl Tcp {
 
     pub(crate) fn accept(&mut self, lidx: u32) -> Option<u32> {
         let l = self.listeners.get_mut(lidx as usize)?.as_mut()?;
-        let idx = l.accept.pop_front()?;
-        if let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) {
-            tcb.listener = None;
+        // Skip the entries of connections that ended before they were accepted.
+        while let Some((idx, gen)) = l.accept.pop_front() {
+            let slot = &mut self.slots[idx as usize];
+            if let Some(tcb) = slot.tcb.as_deref_mut().filter(|_| slot.gen == gen) {
+                tcb.listener = None;
+                tcb.accept_queued = false;
+                l.ready -= 1;
+                return Some(idx);
+            }
         }
-        Some(idx)
+        None
     }
 
     /// Active open: choose an ephemeral port (RFC 6056) and send a SYN.

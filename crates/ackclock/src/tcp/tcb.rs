@@ -288,6 +288,9 @@ pub(crate) struct Tcb {
     pub error: Option<ConnError>,
     /// Passive opens: the listener whose accept queue this connection joins.
     pub listener: Option<u32>,
+    /// With `listener`: in its accept queue (established, not yet accepted), not its SYN
+    /// queue.
+    pub accept_queued: bool,
     /// Where this connection is in the stack's dirty list.
     pub dirty: bool,
 

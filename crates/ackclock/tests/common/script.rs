@@ -34,8 +34,10 @@ pub const PEER_PORT: u16 = 40000;
 /// The peer's initial sequence number, by convention.
 pub const PEER_ISS: u32 = 1_000_000;
 
-/// A segment description: what to inject, or what to expect (unset fields match anything,
-/// except options and payload length, which must match exactly when expecting).
+/// A segment description: what to inject, or what to expect. When expecting, options and
+/// payload length always match exactly, and the window must be given; an unset seq or ack
+/// matches anything. `any_options` makes an expectation loose: options and window are not
+/// checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seg {
     pub flags: TcpFlags,
@@ -53,7 +55,7 @@ pub struct Seg {
     pub port: Option<u16>,
     /// Peer port (source of injected segments).
     pub peer_port: Option<u16>,
-    /// When expecting: skip option checks entirely.
+    /// When expecting: skip the option and window checks entirely.
     pub any_options: bool,
 }
 
@@ -212,15 +214,32 @@ pub fn tcp_config() -> TcpConfig {
     TcpConfig::default()
 }
 
+/// The stack configuration of scripts: `LOCAL`/24, a fixed seed (the ISS, ports and hash
+/// keys repeat from run to run), 512 buffers.
+pub fn stack_config() -> StackConfig {
+    let mut c = StackConfig::new(InterfaceConfig::new(LOCAL, 24));
+    c.seed = 7;
+    c.pool = PoolConfig { buffers: 512, ..Default::default() };
+    c
+}
+
 impl Script {
     /// A stack at `LOCAL` with `tcp` settings; the peer's MAC is known (no ARP in scripts).
     pub fn new(tcp: TcpConfig) -> Script {
-        let mut c = StackConfig::new(InterfaceConfig::new(LOCAL, 24));
+        Script::with_mtu(tcp, 1500)
+    }
+
+    /// As [`Script::new`], on a device with this MTU.
+    pub fn with_mtu(tcp: TcpConfig, mtu: usize) -> Script {
+        let mut c = stack_config();
         c.tcp = tcp;
-        c.seed = 7;
-        c.pool = PoolConfig { buffers: 512, ..Default::default() };
+        Script::with_config(c, Capabilities::ethernet(mtu))
+    }
+
+    /// A stack built from `c` (its interface must be `LOCAL`/24) on a device with `caps`.
+    pub fn with_config(c: StackConfig, caps: Capabilities) -> Script {
         let start = Instant::from_secs(100);
-        let mut stack = Stack::new(c, Capabilities::ethernet(1500), start).unwrap();
+        let mut stack = Stack::new(c, caps, start).unwrap();
         stack.iface_mut().arp.insert_static(PEER, PEER_MAC);
         let mut s = Script { stack, start, now: start, iss: None, log: vec![], pending: Default::default() };
         // The gratuitous ARP at start-up is not TCP: let it out now.
@@ -305,6 +324,17 @@ impl Script {
         self.at(ms);
         let bytes = self.frame(&s, payload);
         self.inject_raw(&bytes);
+    }
+
+    /// Inject `s` at `ms` in a buffer from `pool` rather than the stack's own: a device
+    /// with its own receive pool (as the TAP has), for tests that exhaust the stack's pool.
+    pub fn inject_via(&mut self, pool: &ackclock::buf::Pool, ms: u64, s: Seg) {
+        self.at(ms);
+        let payload: Vec<u8> = (0..s.len).map(|i| (s.seq.unwrap_or(0) as usize + i) as u8).collect();
+        let bytes = self.frame(&s, &payload);
+        let mut buf = pool.alloc().expect("the device pool");
+        buf.append(bytes.len()).unwrap().copy_from_slice(&bytes);
+        self.stack.process(self.now, buf);
     }
 
     /// Hand the stack an arbitrary frame (for malformed-input tests).
@@ -428,8 +458,12 @@ fn check(ms: u64, want: &Seg, got: &Sent) {
     if let Some(a) = want.ack {
         assert_eq!(a, got.ack, "ack: {}", ctx());
     }
-    if let Some(w) = want.win {
-        assert_eq!(w, got.win, "window: {}", ctx());
+    // An exact expectation states the window: a wrong window is as wrong as a wrong ACK
+    // (receiver SWS avoidance, scaling, a window never withdrawn). Only a loose one
+    // (`any_options`) may leave it out.
+    match want.win {
+        Some(w) => assert_eq!(w, got.win, "window: {}", ctx()),
+        None => assert!(want.any_options, "an exact expectation must state the window (.win), {}", ctx()),
     }
     assert_eq!(want.len, got.len, "payload length: {}", ctx());
     if want.any_options {
