@@ -7,6 +7,8 @@
 
 mod common;
 
+use ackclock::tcp::cc::Algorithm;
+use ackclock::tcp::TcpConfig;
 use ackclock::TcpHandle;
 use common::script::*;
 
@@ -15,7 +17,11 @@ const SMSS: u32 = 1000;
 /// An established connection whose peer offers MSS 1000, a huge window (65535 << 7), and
 /// SACK if `sack`.
 fn established(sack: bool) -> (Script, TcpHandle) {
-    let mut t = Script::new(tcp_config());
+    established_with(tcp_config(), sack)
+}
+
+fn established_with(config: TcpConfig, sack: bool) -> (Script, TcpHandle) {
+    let mut t = Script::new(config);
     let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
     let mut syn = seg("S").win(65535).mss(1000).ws(7);
     if sack {
@@ -111,15 +117,18 @@ fn rto_collapses_to_one_segment_then_slow_start_then_avoidance() {
     assert_eq!(cwnd(&t, c), 6 * SMSS);
 }
 
-/// Seed 000 and RFC 5681 §3.2 / RFC 3042, exactly. Segment 1 of 10 is lost; segments 2..10
-/// arrive and each draws a duplicate ACK.
+/// Seed 000 and RFC 5681 §3.2 / RFC 3042, exactly. Segment 1 of W = 10 is lost; segments
+/// 2..10 arrive and each draws a duplicate ACK.
 /// - Duplicate ACKs 1 and 2: limited transmit sends one new segment each (11, 12).
-/// - Duplicate ACK 3: fast retransmit of segment 1; ssthresh = FlightSize/2 = 6000,
-///   cwnd = ssthresh + 3 SMSS = 9000.
-/// - Each further duplicate ACK inflates cwnd by one SMSS; new data flows once cwnd exceeds
-///   the 12 segments in flight: W/2 − 1 = 5 new segments (13..17) for W = 12.
-/// - The recovery ACK (for everything up to 12) deflates cwnd to ssthresh, and only one
-///   segment may go out: no burst.
+/// - Duplicate ACK 3: fast retransmit of segment 1; ssthresh = FlightSize/2 with FlightSize
+///   the 10 segments in flight at the loss — RFC 5681 §3.2 step 2: the two segments sent by
+///   limited transmit "MUST NOT" be counted — so ssthresh = 5000, cwnd = ssthresh + 3 SMSS =
+///   8000.
+/// - Each further duplicate ACK (segments 5..12 arriving, the last two being the
+///   limited-transmit ones) inflates cwnd by one SMSS; new data flows once cwnd exceeds the 12
+///   segments outstanding: W/2 − 1 = 4 new segments (13..16).
+/// - The recovery ACK (for everything up to 12) deflates cwnd to ssthresh = W/2 with the 4
+///   new segments in flight: exactly one segment goes out, no burst.
 #[test]
 fn fast_retransmit_and_recovery_follow_seed_000_algebra() {
     let (mut t, c) = established(false);
@@ -135,26 +144,68 @@ fn fast_retransmit_and_recovery_follow_seed_000_algebra() {
     t.expect(10, seg(".").seq(1).len(1000).any_options());
     t.expect_nothing(10);
     let info = t.stack.tcp_info(c).unwrap();
-    assert_eq!((info.ssthresh, info.cwnd), (6 * SMSS, 9 * SMSS));
+    assert_eq!((info.ssthresh, info.cwnd), (5 * SMSS, 8 * SMSS), "RFC 5681 §3.2 step 2, W = 10");
     assert_eq!(info.stats.fast_retransmits, 1);
     // Duplicate ACKs 4..11 (segments 5..12 arriving).
     let mut new_segments = 0;
     for k in 4..=11u32 {
         t.inject(10, dup.clone());
-        assert_eq!(cwnd(&t, c), (9 + k - 3) * SMSS, "inflation at duplicate ACK {k}");
-        if k >= 7 {
-            expect_segments(&mut t, 10, 13 + (k - 7), 1);
+        assert_eq!(cwnd(&t, c), (8 + k - 3) * SMSS, "inflation at duplicate ACK {k}");
+        if k >= 8 {
+            expect_segments(&mut t, 10, 13 + (k - 8), 1);
             new_segments += 1;
         }
         t.expect_nothing(10);
     }
-    assert_eq!(new_segments, 12 / 2 - 1, "W/2 - 1 new segments during recovery");
+    assert_eq!(new_segments, 10 / 2 - 1, "W/2 - 1 new segments during recovery, W = 10");
     // The retransmission of segment 1 arrives: the recovery ACK.
     t.inject(20, ack(12 * SMSS + 1));
-    assert_eq!(cwnd(&t, c), 6 * SMSS, "deflated to ssthresh");
-    expect_segments(&mut t, 20, 18, 1);
+    assert_eq!(cwnd(&t, c), 5 * SMSS, "deflated to ssthresh");
+    expect_segments(&mut t, 20, 17, 1);
     t.expect_nothing(20);
     assert_eq!(t.stack.tcp_info(c).unwrap().stats.rtos, 0);
+}
+
+/// RFC 5681 §3.2 step 2 when the window was not full: only what limited transmit sent
+/// beyond cwnd is left out of FlightSize. Four segments are in flight of cwnd = 10 when the
+/// first duplicate ACK arrives; the application then writes six more, which cwnd alone
+/// allows: they are ordinary flight, so FlightSize = 10 segments at the third duplicate ACK.
+#[test]
+fn flight_size_counts_data_sent_within_cwnd_during_duplicate_acks() {
+    let (mut t, c) = established(false);
+    t.stack.tcp_send(c, &vec![0u8; 4000]).unwrap();
+    expect_segments(&mut t, 1, 1, 3);
+    t.expect(1, seg("P.").seq(3001).len(1000).any_options());
+    t.inject(10, ack(1));
+    t.stack.tcp_send(c, &vec![0u8; 6000]).unwrap();
+    expect_segments(&mut t, 10, 5, 5);
+    t.expect(10, seg("P.").seq(9001).len(1000).any_options());
+    t.inject(10, ack(1));
+    t.inject(10, ack(1));
+    t.expect(10, seg(".").seq(1).len(1000).any_options());
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.ssthresh, info.cwnd), (5 * SMSS, 8 * SMSS), "FlightSize = 10 segments");
+}
+
+/// RFC 9438 §4.6 with RFC 5681 §3.2 step 2: CUBIC's ssthresh = flight_size × β_cubic, and
+/// flight_size leaves out limited transmit too: W = 10 gives ssthresh = 7000, and fast
+/// recovery's cwnd = ssthresh + 3 SMSS = 10000.
+#[test]
+fn cubic_reduces_flight_size_without_limited_transmit() {
+    let mut config = tcp_config();
+    config.congestion = Algorithm::Cubic { hystart: false };
+    let (mut t, c) = established_with(config, false);
+    t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    for n in 11..=12 {
+        t.inject(10, ack(1));
+        expect_segments(&mut t, 10, n, 1);
+    }
+    t.inject(10, ack(1));
+    t.expect(10, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(10);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.ssthresh, info.cwnd), (7 * SMSS, 10 * SMSS));
 }
 
 /// RFC 6582 §3.2 step 3: two segments lost from one window. The partial ACK (acking up to
@@ -172,15 +223,16 @@ fn newreno_partial_ack_retransmits_the_next_hole() {
     t.discard(); // limited transmit: 11, 12
     t.inject(10, ack(1));
     t.expect(10, seg(".").seq(1).len(1000).any_options());
-    assert_eq!(cwnd(&t, c), 9 * SMSS);
+    // ssthresh = 10 segments / 2 (limited transmit not counted, RFC 5681 §3.2), + 3 SMSS.
+    assert_eq!(cwnd(&t, c), 8 * SMSS);
     // Segment 1's retransmission arrives: ACK up to the second hole (segment 4).
     t.inject(20, ack(3 * SMSS + 1));
     t.expect(20, seg(".").seq(3001).len(1000).any_options());
-    // cwnd = 9000 - 3000 acked + 1000 = 7000.
-    assert_eq!(cwnd(&t, c), 7 * SMSS);
+    // cwnd = 8000 - 3000 acked + 1000 = 6000.
+    assert_eq!(cwnd(&t, c), 6 * SMSS);
     t.discard();
     t.inject(30, ack(12 * SMSS + 1));
-    assert_eq!(cwnd(&t, c), 6 * SMSS, "full ACK: deflated to ssthresh");
+    assert_eq!(cwnd(&t, c), 5 * SMSS, "full ACK: deflated to ssthresh");
     assert_eq!(t.stack.tcp_info(c).unwrap().stats.rtos, 0);
 }
 

@@ -305,6 +305,7 @@ impl Tcp {
             dupacks: 0,
             recovery: None,
             recover: iss,
+            snd_max_at_dupack: iss,
             rexmt_now: None,
             last_send: now,
             sndq: VecDeque::new(),

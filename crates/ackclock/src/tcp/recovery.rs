@@ -134,7 +134,7 @@ pub(crate) fn is_dupack(tcb: &Tcb, seg: &Segment) -> bool {
 /// Enter fast recovery on the third duplicate ACK (or SACK-detected loss): RFC 6582 §3.2
 /// step 2 / RFC 6675 §5 steps (1)-(4).
 pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
-    let flight = tcb.flight();
+    let flight = flight_size(tcb);
     let smss = tcb.eff_mss as u32;
     tcb.recover = tcb.snd_max;
     tcb.cc.on_loss(env.now, flight);
@@ -152,6 +152,20 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
     env.trace.sample(env.now, tcb);
 }
 
+/// FlightSize for ssthresh on entering recovery (RFC 5681 §3.2 step 2, RFC 6675 §5 step
+/// 4.2): data sent by limited transmit "MUST NOT be included". That is the data sent since
+/// the first duplicate ACK beyond what cwnd alone allowed then; the rest (the window was not
+/// full) is ordinary flight. Seed 000's W is the window at the loss, not W + 2.
+fn flight_size(tcb: &Tcb) -> u32 {
+    let at_dupack = tcb.snd_max_at_dupack;
+    if at_dupack < tcb.snd_una || at_dupack > tcb.snd_max {
+        return tcb.flight();
+    }
+    let before = at_dupack.since(tcb.snd_una);
+    let since = tcb.snd_max.since(at_dupack);
+    before + since.min(tcb.cwnd().saturating_sub(before))
+}
+
 /// A duplicate ACK arrived (RFC 5681 §3.2 steps 2-4, RFC 3042 limited transmit).
 pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
     let smss = tcb.eff_mss as u32;
@@ -164,6 +178,9 @@ pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
         }
         Some(_) => {}
         None => {
+            if tcb.dupacks == 1 {
+                tcb.snd_max_at_dupack = tcb.snd_max;
+            }
             // RFC 6582 §3.2 step 1: only if the ACK covers more than `recover`, so old
             // duplicates after a recovery do not start another one.
             let may_enter = tcb.snd_una > tcb.recover || tcb.recover == tcb.iss;
