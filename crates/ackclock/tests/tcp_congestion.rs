@@ -68,6 +68,24 @@ fn slow_start_grows_one_segment_per_ack() {
     }
 }
 
+/// cwnd, not the device ring, limits what goes out: with an initial window of 100 segments
+/// and a ring of 64 frames, the first dispatch fills the ring and the next one sends the
+/// other 36 without waiting for an ACK (the connection stays on the stack's dirty list while
+/// the ring is what stopped it).
+#[test]
+fn a_window_larger_than_the_device_ring_is_sent_over_successive_dispatches() {
+    let mut config = tcp_config();
+    config.initial_window = 100;
+    let (mut t, c) = established_with(config, false);
+    t.stack.tcp_send(c, &vec![0u8; 200_000]).unwrap();
+    let first = t.sent_now();
+    assert_eq!(first.len(), 64, "the ring holds 64 frames");
+    let second = t.sent_now();
+    assert_eq!(second.len(), 36);
+    assert_eq!(second[0].seq, 64 * SMSS + 1);
+    assert!(t.sent_now().is_empty(), "cwnd is used up");
+}
+
 /// RFC 3465 §2.2: a stretch ACK covering four segments grows cwnd by at most L = 2 SMSS.
 #[test]
 fn slow_start_limits_growth_per_stretch_ack() {
