@@ -389,3 +389,189 @@ fn after_rto_sacked_segments_do_not_hold_the_window() {
     assert!(out.contains(&s(11)), "new data goes out too, SACKed 6-10 skipped: {out:?}");
     assert!(!out.iter().any(|&q| (s(6)..s(11)).contains(&q)), "SACKed data is not resent: {out:?}");
 }
+
+/// RFC 9438 in floating point, in segments and seconds, for one congestion-avoidance epoch
+/// that starts at the first ACK `ack` sees: W_cubic(t) = C (t − K)^3 + W_max (eq. 1) with
+/// C = 0.4 and K = ∛((W_max − cwnd_epoch)/C) (eq. 2); target = W_cubic(t + RTT) within
+/// [cwnd, 1.5 cwnd] (§4.2); W_est = cwnd_epoch + α · segments_acked/cwnd per ACK (eq. 4),
+/// α = 3(1 − β)/(1 + β) = 9/17 until W_est reaches cwnd_prior, then 1 (§4.3); cwnd = W_est
+/// in the Reno-friendly region (W_cubic(t) < W_est), else cwnd += (target − cwnd)/cwnd per
+/// segment acknowledged (§4.4, §4.5).
+struct CubicModel {
+    smss: f64,
+    w_max: f64,
+    cwnd_prior: f64,
+    /// Epoch start (ms), K (s), W_est (segments).
+    epoch: Option<(u64, f64)>,
+    w_est: f64,
+}
+
+impl CubicModel {
+    fn new(smss: u32, w_max: u32, cwnd_prior: u32) -> CubicModel {
+        let smss = f64::from(smss);
+        CubicModel {
+            smss,
+            w_max: f64::from(w_max) / smss,
+            cwnd_prior: f64::from(cwnd_prior) / smss,
+            epoch: None,
+            w_est: 0.0,
+        }
+    }
+
+    fn w_cubic(&self, t: f64) -> f64 {
+        let k = self.epoch.map_or(0.0, |e| e.1);
+        0.4 * (t - k).powi(3) + self.w_max
+    }
+
+    /// A new ACK of `acked` bytes at `now_ms` with cwnd `cwnd` before it and smoothed RTT
+    /// `srtt` (s): the cwnd it should leave (bytes), and whether that came from the
+    /// Reno-friendly region.
+    fn ack(&mut self, now_ms: u64, cwnd: u32, acked: u32, srtt: f64) -> (f64, bool) {
+        let cwnd = f64::from(cwnd) / self.smss;
+        let acked = f64::from(acked) / self.smss;
+        let (start, _) = *self.epoch.get_or_insert_with(|| {
+            self.w_est = cwnd;
+            (now_ms, ((self.w_max - cwnd).max(0.0) / 0.4).cbrt())
+        });
+        let t = (now_ms - start) as f64 / 1000.0;
+        let target = self.w_cubic(t + srtt).clamp(cwnd, 1.5 * cwnd);
+        let alpha = if self.w_est >= self.cwnd_prior { 1.0 } else { 9.0 / 17.0 };
+        self.w_est += alpha * acked / cwnd;
+        let (next, reno) = if self.w_cubic(t) < self.w_est {
+            (self.w_est.max(cwnd), true)
+        } else {
+            (cwnd + (target - cwnd) * acked / cwnd, false)
+        };
+        (next * self.smss, reno)
+    }
+}
+
+/// Data segments the stack sends now, taking them off the device ring until it sends no
+/// more (a stretch ACK can release more than the ring holds).
+fn drain(t: &mut Script) -> Vec<Sent> {
+    let mut out = vec![];
+    loop {
+        let v: Vec<Sent> = t.sent_now().into_iter().filter(|s| s.len > 0).collect();
+        if v.is_empty() {
+            return out;
+        }
+        out.extend(v);
+    }
+}
+
+/// The peer's ACK for stack byte `ack`, with timestamps: TSval `ms` (the peer's clock), TSecr
+/// echoing `tsecr`.
+fn ts_ack(ack: u32, ms: u64, tsecr: u32) -> Seg {
+    seg(".").seq(PEER_ISS + 1).ack(ack).win(65535).ts(ms as u32 + 1, tsecr)
+}
+
+/// Within this many bytes of the floating-point model: the stack computes W_cubic, the
+/// per-ACK increment and W_est (1/1024-byte fixed point) in integers, each truncated.
+const CUBIC_ROUNDING: f64 = 2.0;
+
+/// RFC 9406 §4.2 and RFC 9438 §4.10: HyStart++ ends slow start without a loss, so there is
+/// no W_max. CUBIC then sets ssthresh = cwnd_prior = cwnd and follows eq. 1 with K = 0 and
+/// W_max = the cwnd at the start of congestion avoidance, t counted from there.
+///
+/// The peer acknowledges every segment one round trip after it was sent (timestamps echo
+/// the stack's TSval, so every ACK is an RTT sample): 1000 ms for the first round, then
+/// 1020 ms, a rise above HyStart++'s threshold (clamp(1000/8, 4, 16) ms). After CSS_ROUNDS
+/// rounds of conservative slow start, ssthresh = cwnd. From then on one stretch ACK per
+/// round trip acknowledges the whole flight, and every cwnd the stack sets is checked
+/// against [`CubicModel`]. From t = 2 s the curve W_max + 0.4 t^3 is above Reno's estimate
+/// and cwnd follows W_cubic(t + RTT) to within a segment (the flight, whole segments, falls
+/// short of cwnd by less than one, and so does the step towards the target). A curve from
+/// W_max = 0 (the old behaviour) stays below W_est for many seconds more: cwnd would grow by
+/// one segment per round trip.
+#[test]
+fn cubic_after_hystart_exit_starts_the_curve_at_cwnd() {
+    const RTT_1: u64 = 1000;
+    const RTT_2: u64 = 1020;
+    let mut config = tcp_config();
+    config.congestion = Algorithm::Cubic { hystart: true };
+    // With RTTs this steady RTTVAR vanishes; keep the retransmission timer out of the way.
+    config.rtt.min_rto = ackclock::time::Duration::from_secs(3);
+    let mut t = Script::new(config);
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    // MSS 1012 less 12 bytes of timestamps: 1000-byte segments.
+    let c = t.accept_with(l, seg("S").win(65535).mss(1012).ws(7).ts(1, 0));
+    let data = vec![0u8; 1 << 20];
+    let feed = |t: &mut Script| while t.stack.tcp_send(c, &data).unwrap_or(0) > 0 {};
+    feed(&mut t);
+    let mut now = t.ms();
+    let mut flight: Vec<Sent> = t.sent_now().into_iter().filter(|s| s.len > 0).collect();
+    assert_eq!(flight.len(), 10);
+    let info = |t: &Script| t.stack.tcp_info(c).unwrap();
+
+    // Slow start, then conservative slow start, until HyStart++ sets ssthresh. Each ACK is
+    // its own arrival: the stack sends what it releases before the next one comes, as on a
+    // network. `rest` is what is left of the flight being acknowledged when HyStart++ ends.
+    let mut round = 0;
+    let mut exit = None;
+    let mut rest = vec![];
+    while exit.is_none() {
+        round += 1;
+        assert!(round < 20, "HyStart++ never ended slow start");
+        now += if round == 1 { RTT_1 } else { RTT_2 };
+        let mut next = vec![];
+        let mut acks = flight.iter();
+        for s in acks.by_ref() {
+            t.inject(now, ts_ack(s.seq + s.len as u32, now, s.ts.unwrap().0));
+            feed(&mut t);
+            next.extend(t.sent_now().into_iter().filter(|s| s.len > 0));
+            let i = info(&t);
+            if i.ssthresh != u32::MAX {
+                assert_eq!(i.ssthresh, i.cwnd, "RFC 9406 §4.2: ssthresh = cwnd on leaving CSS");
+                exit = Some(i.cwnd);
+                break;
+            }
+        }
+        rest = acks.cloned().collect();
+        flight = next;
+    }
+    let w_max = exit.unwrap();
+    println!("HyStart++ left slow start in round {round} at cwnd {w_max}");
+    let mut model = CubicModel::new(SMSS, w_max, w_max);
+    let check = |t: &Script, model: &mut CubicModel, at: u64, before: u32, acked: u32| {
+        let i = info(t);
+        let srtt = i.srtt.unwrap().as_secs_f64();
+        let (want, reno) = model.ack(at, before, acked, srtt);
+        let got = f64::from(i.cwnd);
+        assert!((got - want).abs() <= CUBIC_ROUNDING, "t = {at} ms: cwnd {got}, RFC 9438 gives {want:.1}");
+        (i.cwnd, reno)
+    };
+    // The rest of that round's flight is acknowledged at the same instant, one ACK per
+    // segment: the epoch begins with the first of them (t = 0).
+    for s in &rest {
+        let before = info(&t).cwnd;
+        t.inject(now, ts_ack(s.seq + s.len as u32, now, s.ts.unwrap().0));
+        check(&t, &mut model, now, before, s.len as u32);
+        feed(&mut t);
+        flight.extend(t.sent_now().into_iter().filter(|s| s.len > 0));
+    }
+    let start = now;
+    let mut regions = vec![];
+    for _ in 0..5 {
+        now += RTT_2;
+        let end = flight.iter().map(|s| s.seq + s.len as u32).max().unwrap();
+        let acked = flight.iter().map(|s| s.len as u32).sum::<u32>();
+        let before = info(&t).cwnd;
+        t.inject(now, ts_ack(end, now, flight[0].ts.unwrap().0));
+        let (cwnd, reno) = check(&t, &mut model, now, before, acked);
+        let srtt = info(&t).srtt.unwrap().as_secs_f64();
+        let w_cubic = model.w_cubic((now - start) as f64 / 1000.0 + srtt) * f64::from(SMSS);
+        println!(
+            "t = {} ms: cwnd {cwnd} ({}), W_cubic(t + RTT) {w_cubic:.0}",
+            now - start,
+            if reno { "Reno-friendly" } else { "cubic" }
+        );
+        if !reno {
+            assert!((f64::from(cwnd) - w_cubic).abs() < f64::from(SMSS), "cwnd {cwnd}, W_cubic(t + RTT) {w_cubic:.0}");
+        }
+        regions.push(reno);
+        feed(&mut t);
+        flight = drain(&mut t);
+    }
+    assert_eq!(regions, [true, false, false, false, false], "W_max + 0.4 t^3 passes W_est at t = 2 s");
+    assert_eq!(info(&t).stats.rtos, 0);
+}

@@ -67,8 +67,9 @@ pub struct Cubic {
     epoch: Option<(Instant, u64)>,
     /// Reno-friendly estimate W_est, bytes × 1024.
     w_est: u64,
-    /// The last reduction was an RTO: the next epoch takes K = 0 and W_max = cwnd (§4.8).
-    after_rto: bool,
+    /// The next epoch takes K = 0 and W_max = cwnd at its start: after an RTO (§4.8), or
+    /// when HyStart++ ended slow start without a loss and there is no W_max (§4.10).
+    restart_at_cwnd: bool,
     rounds: Rounds,
 }
 
@@ -110,7 +111,7 @@ impl Cubic {
             cwnd_prior: 0,
             epoch: None,
             w_est: (cwnd as u64) << 10,
-            after_rto: false,
+            restart_at_cwnd: false,
             rounds: Rounds { window_end: 0, last_min: None, current_min: None, samples: 0 },
         }
     }
@@ -147,6 +148,8 @@ impl Cubic {
         let reduced = (flight.max(self.smss) as u64 * BETA_NUM / BETA_DEN) as u32;
         self.ssthresh = reduced.max(2 * self.smss);
         self.epoch = None;
+        // This loss sets W_max; an earlier RTO's or HyStart++'s restart no longer applies.
+        self.restart_at_cwnd = false;
         self.phase = Phase::Avoidance;
     }
 
@@ -190,7 +193,12 @@ impl Cubic {
                     self.phase = Phase::SlowStart;
                 } else if round_over {
                     if rounds + 1 >= CSS_ROUNDS {
+                        // RFC 9406 §4.2: enter congestion avoidance with ssthresh = cwnd.
+                        // RFC 9438 §4.10: no loss, so no W_max yet: cwnd_prior = cwnd, and
+                        // the cubic curve starts here with K = 0 and W_max = cwnd.
                         self.ssthresh = self.cwnd;
+                        self.cwnd_prior = self.cwnd;
+                        self.restart_at_cwnd = true;
                         self.phase = Phase::Avoidance;
                     } else {
                         self.phase = Phase::Css { rounds: rounds + 1, baseline };
@@ -211,10 +219,10 @@ impl Cubic {
         let (start, k) = match self.epoch {
             Some(e) => e,
             None => {
-                if self.after_rto {
-                    // §4.8: after a timeout, K = 0 and W_max is the window at this point.
+                if self.restart_at_cwnd {
+                    // §4.8 / §4.10: K = 0 and W_max is the window at this point.
                     self.w_max = self.cwnd;
-                    self.after_rto = false;
+                    self.restart_at_cwnd = false;
                 }
                 let k = Cubic::k_micros(self.w_max, self.cwnd, self.smss);
                 self.w_est = (self.cwnd as u64) << 10;
@@ -285,7 +293,7 @@ impl CongestionControl for Cubic {
             self.epoch = None;
         }
         self.cwnd = self.smss;
-        self.after_rto = true;
+        self.restart_at_cwnd = true;
     }
 
     fn on_recovery_end(&mut self, _now: Instant) {
@@ -436,5 +444,9 @@ mod tests {
         // ssthresh took cwnd at the switch; the round's remaining ACKs grew it in avoidance,
         // by (target − cwnd)/cwnd per ACK: well under one segment.
         assert!(c.ssthresh() <= c.cwnd() && c.cwnd() - c.ssthresh() < SMSS, "{} {}", c.ssthresh(), c.cwnd());
+        // RFC 9438 §4.10: no loss yet, so the curve starts at the window where slow start
+        // ended: W_max = cwnd_prior = that cwnd, K = 0.
+        assert_eq!((c.w_max, c.cwnd_prior), (c.ssthresh(), c.ssthresh()));
+        assert_eq!(c.epoch.map(|e| e.1), Some(0));
     }
 }
