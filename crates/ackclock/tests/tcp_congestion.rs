@@ -286,7 +286,6 @@ fn sack_recovery_repairs_several_holes_per_rtt() {
     let (mut t, c) = established(true);
     t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
     expect_segments(&mut t, 1, 1, 10);
-    let s = |n: u32| (n - 1) * SMSS + 1; // first byte of segment n
     t.inject(10, ack(s(2)));
     t.discard(); // two new segments in slow start
     t.inject(10, ack(s(2)).sack(&[(s(3), s(4))]));
@@ -317,6 +316,87 @@ fn sack_recovery_repairs_several_holes_per_rtt() {
     t.inject(30, ack(last));
     let info = t.stack.tcp_info(c).unwrap();
     assert_eq!(info.cwnd, info.ssthresh);
+}
+
+/// First byte of segment `n` (1-based) of 1000-byte segments.
+fn s(n: u32) -> u32 {
+    (n - 1) * SMSS + 1
+}
+
+/// Send exactly `n` segments of data (the last carries PSH) and expect them at `ms`.
+fn send_exactly(t: &mut Script, c: TcpHandle, ms: u64, n: u32) {
+    t.stack.tcp_send(c, &vec![0u8; (n * SMSS) as usize]).unwrap();
+    expect_segments(t, ms, 1, n - 1);
+    t.expect(ms, seg("P.").seq(s(n)).len(SMSS as usize).any_options());
+}
+
+/// Enter SACK recovery with segment 1 of 10 lost: three duplicate ACKs SACK 2, 3 and 4,
+/// segment 1 is retransmitted; nothing new is left to send, so limited transmit sent
+/// nothing and ssthresh = cwnd = 10 segments / 2.
+fn sack_recovery_for_segment_1(t: &mut Script, c: TcpHandle) {
+    send_exactly(t, c, 1, 10);
+    t.inject(10, ack(1).sack(&[(s(2), s(3))]));
+    t.inject(10, ack(1).sack(&[(s(2), s(4))]));
+    t.expect_nothing(10);
+    t.inject(10, ack(1).sack(&[(s(2), s(5))]));
+    t.expect(10, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(10);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.ssthresh, info.cwnd), (5 * SMSS, 5 * SMSS));
+}
+
+/// RFC 6675 §4 NextSeg rule 3: when no segment is lost by IsLost and there is no new data,
+/// unSACKed data below SACKed data that was not retransmitted is sent. Segments 1 and 8 of
+/// 10 are lost. Once 2..7 and 9 are SACKed, pipe = 1 (segment 1's retransmission) + 1
+/// (segment 8) + 1 (segment 10) segments, cwnd − pipe = 2 SMSS; segment 8 has only one
+/// SACKed segment above it, so it is not lost (rule 1), but it lies below SACKed data:
+/// rule 3 retransmits it, and nothing else (rule 4 must wait for segment 1's ACK).
+#[test]
+fn sack_nextseg_rule_3_sends_unsacked_data_below_sacked_data() {
+    let (mut t, c) = established(true);
+    sack_recovery_for_segment_1(&mut t, c);
+    for last in 6..=8 {
+        t.inject(11, ack(1).sack(&[(s(2), s(last))]));
+        t.expect_nothing(11);
+    }
+    t.inject(12, ack(1).sack(&[(s(9), s(10)), (s(2), s(8))]));
+    t.expect(12, seg(".").seq(s(8)).len(1000).any_options());
+    t.expect_nothing(12);
+    t.inject(20, ack(s(11)));
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.stats.retransmits, info.stats.rtos), (2, 0));
+    assert_eq!(info.cwnd, 5 * SMSS);
+}
+
+/// RFC 6675 §4 NextSeg rule 4, the rescue retransmission: segments 1, 8, 9 and 10 of 10 are
+/// lost (a tail loss). Nothing is lost by IsLost above segment 1 and there is no new data,
+/// so when the ACK for segment 1's retransmission (a partial ACK, up to 8) passes RescueRxt
+/// (the end of that retransmission, §5 step 4.3), rule 4 retransmits the highest unSACKed
+/// segment, 10 — once. "HighRxt MUST NOT be updated": when the rescued segment is SACKed,
+/// segments 8 and 9 lie below SACKed data and were never retransmitted, so rule 3 sends them
+/// at once. (Were HighRxt raised to the end of segment 10, they would count as already
+/// retransmitted and wait for the retransmission timer.)
+#[test]
+fn sack_rescue_retransmission_leaves_high_rxt_alone() {
+    let (mut t, c) = established(true);
+    sack_recovery_for_segment_1(&mut t, c);
+    for last in 6..=8 {
+        t.inject(11, ack(1).sack(&[(s(2), s(last))]));
+        t.expect_nothing(11);
+    }
+    // Segment 1's retransmission arrives: a partial ACK up to the hole at 8.
+    t.inject(20, ack(s(8)));
+    t.expect(20, seg("P.").seq(s(10)).len(1000).any_options());
+    t.expect_nothing(20);
+    // The rescue arrives.
+    t.inject(30, ack(s(8)).sack(&[(s(10), s(11))]));
+    t.expect(30, seg(".").seq(s(8)).len(1000).any_options());
+    t.expect(30, seg(".").seq(s(9)).len(1000).any_options());
+    t.expect_nothing(30);
+    t.inject(40, ack(s(11)));
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.stats.retransmits, info.stats.rtos, info.stats.fast_retransmits), (4, 0, 1));
+    assert_eq!((info.cwnd, info.ssthresh), (5 * SMSS, 5 * SMSS));
 }
 
 /// RFC 2883 §4: a first SACK block below the cumulative ACK is a D-SACK: the receiver got a
@@ -374,7 +454,6 @@ fn after_rto_sacked_segments_do_not_hold_the_window() {
     let (mut t, c) = established(true);
     t.stack.tcp_send(c, &vec![0u8; 100_000]).unwrap();
     expect_segments(&mut t, 1, 1, 10);
-    let s = |n: u32| (n - 1) * SMSS + 1;
     t.inject(5, ack(1).sack(&[(s(2), s(5))]));
     t.inject(5, ack(1).sack(&[(s(6), s(11)), (s(2), s(5))]));
     t.discard(); // whatever recovery sent
