@@ -399,6 +399,70 @@ fn sack_rescue_retransmission_leaves_high_rxt_alone() {
     assert_eq!((info.cwnd, info.ssthresh), (5 * SMSS, 5 * SMSS));
 }
 
+/// RFC 2018 §8: "the data sender MUST NOT discard data before it is cumulatively acked", and
+/// a receiver may renege on what it SACKed. A hostile receiver SACKs the first unacknowledged
+/// segment, which it would acknowledge if it had it, and never acknowledges it. That is
+/// evidence of reneging (Linux `tcp_check_sack_reneging`): the retransmission timer is
+/// brought forward to max(SRTT/2, 10 ms), and the timeout, finding the segment at snd_una
+/// SACKed, clears every mark and resends it (RFC 5681 §3.1: cwnd 1 SMSS, ssthresh 5000).
+/// The receiver lies again: the sender, believing it, moves on to segment 2, but the next
+/// timeout (10 ms later again, not the backed-off 400 ms) resends segment 1 once more. When
+/// the receiver finally acknowledges everything the connection carries on.
+#[test]
+fn a_sack_of_the_first_unacked_segment_does_not_stop_its_retransmission() {
+    let (mut t, c) = established(true);
+    send_exactly(&mut t, c, 1, 10);
+    let lie = ack(1).sack(&[(s(1), s(2))]);
+    t.inject(10, lie.clone());
+    t.inject(15, lie.clone()); // nothing new: changes nothing
+    t.expect_nothing(19);
+    t.expect(20, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(20);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.stats.rtos, info.stats.sack_reneging), (1, 1));
+    assert_eq!((info.cwnd, info.ssthresh), (SMSS, 5 * SMSS));
+    t.inject(25, lie);
+    t.expect(25, seg(".").seq(s(2)).len(1000).any_options());
+    t.expect_nothing(34);
+    t.expect(35, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(35);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.stats.rtos, info.stats.sack_reneging), (2, 2));
+    assert_eq!((info.cwnd, info.ssthresh), (SMSS, 5 * SMSS));
+    t.inject(40, ack(s(11)));
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!(info.state, ackclock::tcp::State::Established);
+    assert_eq!((info.flight, info.stats.bytes_acked), (0, 10_000));
+    t.stack.tcp_send(c, &[0u8; 1000]).unwrap();
+    t.expect(40, seg("P.").seq(s(11)).len(1000).any_options());
+}
+
+/// RFC 2018 §8, a receiver that really reneges: it SACKs segments 3-5, then its cumulative
+/// ACK stops at 3 (it received 1 and 2 and dropped what it had queued above). The marks must
+/// not make the sender skip 3-5 after the timeout (they would never be sent again, and the
+/// connection would die of retransmissions): the ACK that stops at a SACKed segment brings
+/// the timer forward, the timeout clears the marks, and go-back-N resends 3, then 4 and 5.
+#[test]
+fn after_reneging_the_timeout_resends_what_was_sacked() {
+    let (mut t, c) = established(true);
+    send_exactly(&mut t, c, 1, 10);
+    t.inject(10, ack(1).sack(&[(s(3), s(4))]));
+    t.inject(10, ack(1).sack(&[(s(3), s(6))]));
+    // Three segments SACKed above segment 1: it is lost (RFC 6675 §5 step 2).
+    t.expect(10, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(10);
+    // The partial ACK leaves pipe = 5 segments (6-10) = cwnd: nothing more goes out.
+    t.inject(11, ack(s(3)));
+    t.expect_nothing(20);
+    t.expect(21, seg(".").seq(s(3)).len(1000).any_options());
+    t.expect_nothing(21);
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.sack_reneging, 1);
+    t.inject(30, ack(s(4)));
+    t.expect(30, seg(".").seq(s(4)).len(1000).any_options());
+    t.expect(30, seg(".").seq(s(5)).len(1000).any_options());
+    t.expect_nothing(30);
+}
+
 /// RFC 2883 §4: a first SACK block below the cumulative ACK is a D-SACK: the receiver got a
 /// duplicate, so a retransmission was spurious. It is counted and marks nothing.
 #[test]

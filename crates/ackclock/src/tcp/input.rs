@@ -582,10 +582,16 @@ pub(crate) fn synchronized(
     }
     if tcb.snd_una < seg.ack {
         ack_advance(env, tcb, seg);
-    } else if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
-        // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
-        // bogus blocks are not evidence of loss.
-        recovery::on_dupack(env, tcb, sacked_new);
+    } else {
+        if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
+            // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
+            // bogus blocks are not evidence of loss.
+            recovery::on_dupack(env, tcb, sacked_new);
+        }
+        if sacked_new {
+            // A block starting at snd_una: SACKed but not acknowledged.
+            recovery::check_reneging(env, tcb);
+        }
     }
     // Window update (RFC 9293 §3.10.7.4, fifth step): only from a segment newer than the
     // last one that updated it, so that an old reordered segment cannot shrink it.
@@ -759,6 +765,8 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
     } else {
         tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
         tcb.rexmt_start = Some(env.now);
+        // The ACK stopped at a segment the peer SACKed: it reneged.
+        recovery::check_reneging(env, tcb);
     }
 }
 

@@ -15,6 +15,7 @@ use super::env::Env;
 use super::input::Segment;
 use super::seq::SeqNumber;
 use super::tcb::Tcb;
+use crate::time::Duration;
 
 /// RFC 5681's duplicate-ACK threshold (DupThresh of RFC 6675).
 pub(crate) const DUP_THRESH: u32 = 3;
@@ -238,6 +239,36 @@ pub(crate) fn on_ack_in_recovery(env: &mut Env, tcb: &mut Tcb, acked: u32) -> bo
         // "Slow-but-Steady" variant.
     }
     false
+}
+
+/// RFC 2018 §8: a receiver may discard SACKed data until it acknowledges it cumulatively
+/// (reneging), so SACK marks are advice. A SACKed segment at snd_una means the receiver holds
+/// it yet does not acknowledge it: it reneged (or its SACK is false). As Linux
+/// (`tcp_check_sack_reneging`), give it max(SRTT/2, 10 ms) to send a better ACK, then let the
+/// retransmission timer clear the marks and resend from snd_una; the timer is only ever
+/// brought forward, so repeating the evidence cannot postpone it.
+pub(crate) fn check_reneging(env: &Env, tcb: &mut Tcb) {
+    if !tcb.sndq.front().is_some_and(|s| s.sacked) {
+        return;
+    }
+    let half_srtt = tcb.rtt.srtt().map_or(Duration::ZERO, |s| s / 2);
+    let at = env.now + half_srtt.max(Duration::from_millis(10));
+    if tcb.timers.rexmt.is_none_or(|t| t > at) {
+        tcb.timers.rexmt = Some(at);
+    }
+}
+
+/// On a retransmission timeout: if the segment at snd_una is marked SACKed, the receiver
+/// reneged; forget every mark (Linux `tcp_timeout_mark_lost`, RFC 2018 §8), so that
+/// everything it has not acknowledged is sent again. Otherwise the marks stay and only
+/// unSACKed data is resent (RFC 6675 §5.1 allows keeping them with a test for reneging).
+pub(crate) fn clear_if_reneged(tcb: &mut Tcb) {
+    if tcb.sndq.front().is_some_and(|s| s.sacked) {
+        for s in tcb.sndq.iter_mut() {
+            s.sacked = false;
+        }
+        tcb.stats.sack_reneging += 1;
+    }
 }
 
 /// Leave recovery because the retransmission timer fired.
