@@ -574,10 +574,10 @@ pub(crate) fn synchronized(
     // Any acceptable ACK proves the peer alive: zero-window probing starts counting again.
     tcb.probes_out = 0;
     tcb.stats.sack_blocks += seg.sack.len() as u64;
-    let (sacked_new, dsack) = recovery::update_scoreboard(tcb, seg);
-    if dsack {
-        // RFC 2883 §4: the receiver got something twice; absent network duplication, one
-        // of our retransmissions was unnecessary.
+    let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg);
+    if spurious {
+        // RFC 2883 §4: the receiver got something we retransmitted twice; absent network
+        // duplication, the retransmission was unnecessary.
         tcb.stats.spurious_retransmits += 1;
     }
     if tcb.snd_una < seg.ack {
@@ -730,6 +730,9 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
         if front.end() <= seg.ack {
             if let Some(s) = tcb.sndq.pop_front() {
                 tcb.snd_queued -= s.len() as usize;
+                if s.sent > 1 {
+                    recovery::note_rxt_acked(tcb, s.seq, s.end());
+                }
             }
             tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(1);
         } else {

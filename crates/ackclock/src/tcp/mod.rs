@@ -306,6 +306,7 @@ impl Tcp {
             recovery: None,
             recover: iss,
             snd_max_at_dupack: iss,
+            rxt_acked: [(iss, iss); recovery::RXT_ACKED],
             rexmt_now: None,
             last_send: now,
             sndq: VecDeque::new(),

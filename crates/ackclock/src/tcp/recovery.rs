@@ -37,17 +37,18 @@ pub(crate) struct Recovery {
 /// Apply the SACK blocks of an arriving ACK to the scoreboard (RFC 6675 §5 step "update the
 /// scoreboard"). Blocks outside `[snd_una, snd_max]` are ignored (they are either stale or
 /// hostile); a segment is SACKed only when a block covers all of it. Returns whether the
-/// ACK SACKed something new, and whether its first block was a D-SACK (RFC 2883 §4).
+/// ACK SACKed something new, and whether its first block was a D-SACK (RFC 2883 §4) that
+/// shows one of our retransmissions to have been unnecessary.
 pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
     let blocks = seg.sack.as_slice();
     if !tcb.sack_enabled || blocks.is_empty() {
         return (false, false);
     }
-    // RFC 2883 §4: the first block reports a duplicate if it lies below the cumulative ACK
-    // or inside the second block.
+    // RFC 2883 §4: the first block reports a duplicate if it starts below the cumulative ACK
+    // of the same segment, or lies inside the second block. Either way it is no SACK.
     let (l0, r0) = (SeqNumber(blocks[0].0), SeqNumber(blocks[0].1));
-    let dsack =
-        r0 <= seg.ack || blocks.get(1).is_some_and(|&(l1, r1)| l0 >= SeqNumber(l1) && r0 <= SeqNumber(r1) && l0 < r0);
+    let dsack = l0 < seg.ack || blocks.get(1).is_some_and(|&(l1, r1)| SeqNumber(l1) <= l0 && r0 <= SeqNumber(r1));
+    let spurious = dsack && dsack_shows_spurious_retransmission(tcb, l0, r0);
     let mut newly = false;
     for (i, &(l, r)) in blocks.iter().enumerate() {
         if i == 0 && dsack {
@@ -69,8 +70,62 @@ pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
             }
         }
     }
-    (newly, dsack)
+    (newly, spurious)
 }
+
+/// Whether D-SACK block `[l, r)` is evidence that a retransmission was spurious (RFC 2883
+/// §4; Linux `tcp_check_dsack`, which also skips "dubious" ones). It must be well formed, no
+/// longer than the largest window the peer offered, within what we could have
+/// retransmitted — `[snd_una − max window, snd_max]`, the ACK acceptability range of RFC
+/// 5961 §5.2 — and every byte of it must have been retransmitted: below snd_una inside a
+/// retransmission acknowledged since (`Tcb::rxt_acked`), above it a segment sent more than
+/// once. And never more D-SACKs than retransmissions (Linux: `dsack_dups <= total_retrans`):
+/// a receiver repeating one cannot inflate the count.
+fn dsack_shows_spurious_retransmission(tcb: &Tcb, l: SeqNumber, r: SeqNumber) -> bool {
+    let max_wnd = tcb.max_snd_wnd.clamp(1, i32::MAX as u32);
+    if r <= l || r.since(l) > max_wnd || l < tcb.snd_una - max_wnd || r > tcb.snd_max {
+        return false;
+    }
+    if tcb.stats.spurious_retransmits >= tcb.stats.retransmits {
+        return false;
+    }
+    if l < tcb.snd_una {
+        let end = if r < tcb.snd_una { r } else { tcb.snd_una };
+        if !tcb.rxt_acked.iter().any(|&(a, b)| a <= l && end <= b && a < b) {
+            return false;
+        }
+    }
+    if r > tcb.snd_una {
+        let from = if l > tcb.snd_una { l } else { tcb.snd_una };
+        let first = super::output::index_of(tcb, from);
+        for s in tcb.sndq.iter().skip(first) {
+            if s.seq >= r {
+                break;
+            }
+            if s.sent < 2 {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Remember that the retransmitted data `[seq, end)` was acknowledged, for a D-SACK of it
+/// that may come later (the receiver got it twice). The last few ranges are kept, adjacent
+/// ones merged: a go-back-N run after a timeout is one range.
+#[inline]
+pub(crate) fn note_rxt_acked(tcb: &mut Tcb, seq: SeqNumber, end: SeqNumber) {
+    let last = &mut tcb.rxt_acked[0];
+    if last.1 == seq && last.0 < last.1 {
+        last.1 = end;
+    } else {
+        tcb.rxt_acked.copy_within(0..RXT_ACKED - 1, 1);
+        tcb.rxt_acked[0] = (seq, end);
+    }
+}
+
+/// How many acknowledged retransmitted ranges are remembered for D-SACK checks.
+pub(crate) const RXT_ACKED: usize = 4;
 
 /// What the scoreboard says (RFC 6675 §4), from one backward pass over the segments in
 /// flight.

@@ -247,6 +247,9 @@ pub(crate) struct Tcb {
     pub recovery: Option<Recovery>,
     /// RFC 6582's `recover`: snd_max when the last recovery (or RTO) began.
     pub recover: SeqNumber,
+    /// The most recent ranges of retransmitted data the peer has acknowledged, newest first
+    /// (empty ranges unused), so that a D-SACK for one can be believed (RFC 2883 §4).
+    pub rxt_acked: [(SeqNumber, SeqNumber); super::recovery::RXT_ACKED],
     /// Retransmit the segment holding this sequence number at the next output, outside the
     /// window (fast retransmit, NewReno partial ACK).
     pub rexmt_now: Option<SeqNumber>,
