@@ -759,3 +759,171 @@ fn cubic_after_hystart_exit_starts_the_curve_at_cwnd() {
     assert_eq!(regions, [true, false, false, false, false], "W_max + 0.4 t^3 passes W_est at t = 2 s");
     assert_eq!(info(&t).stats.rtos, 0);
 }
+
+/// A CUBIC connection without timestamps or SACK whose peer acknowledges every flight one
+/// round trip of `rtt` ms after it was sent, and the steps the RFC 9438 tests share.
+struct CubicPeer {
+    t: Script,
+    c: TcpHandle,
+    now: u64,
+    rtt: u64,
+    /// The data segments sent at the last step, not yet acknowledged.
+    flight: Vec<Sent>,
+}
+
+impl CubicPeer {
+    fn new(rtt: u64) -> CubicPeer {
+        let mut config = tcp_config();
+        config.congestion = Algorithm::Cubic { hystart: false };
+        // The RTTs here do not vary, so RTTVAR vanishes: keep the timer out of the way.
+        config.rtt.min_rto = ackclock::time::Duration::from_millis(3 * rtt.max(100));
+        let (t, c) = established_with(config, false);
+        let mut p = CubicPeer { now: t.ms(), t, c, rtt, flight: vec![] };
+        p.feed();
+        p.flight = drain(&mut p.t);
+        p
+    }
+
+    fn info(&self) -> ackclock::tcp::TcpInfo {
+        self.t.stack.tcp_info(self.c).unwrap()
+    }
+
+    fn feed(&mut self) {
+        let data = vec![0u8; 64 * 1024];
+        while self.t.stack.tcp_send(self.c, &data).unwrap_or(0) > 0 {}
+    }
+
+    fn end(s: &Sent) -> u32 {
+        s.seq + s.len as u32
+    }
+
+    /// Slow start, one ACK per segment, until cwnd reaches `segments`.
+    fn slow_start_to(&mut self, segments: u32) {
+        while self.info().cwnd < segments * SMSS {
+            self.now += self.rtt;
+            let mut next = vec![];
+            for s in std::mem::take(&mut self.flight) {
+                self.t.inject(self.now, ack(Self::end(&s)));
+                self.feed();
+                next.extend(drain(&mut self.t));
+            }
+            self.flight = next;
+        }
+        assert_eq!(self.info().cwnd, segments * SMSS);
+    }
+
+    /// The first segment of the flight is lost: the others draw duplicate ACKs (fast
+    /// retransmit and recovery), and one round trip later a single ACK covers everything
+    /// sent so far, ending recovery with cwnd = ssthresh. Returns cwnd before the loss.
+    fn lose_one(&mut self) -> u32 {
+        let cwnd = self.info().cwnd;
+        let una = self.flight[0].seq;
+        self.now += self.rtt;
+        let flight = std::mem::take(&mut self.flight);
+        for _ in &flight[1..] {
+            self.t.inject(self.now, ack(una));
+            self.feed();
+            drain(&mut self.t);
+        }
+        assert_eq!(self.info().stats.fast_retransmits, 1);
+        self.now += self.rtt;
+        let high = self.t.log.iter().filter(|s| s.len > 0).map(Self::end).max().unwrap();
+        self.t.inject(self.now, ack(high));
+        let i = self.info();
+        assert_eq!(i.cwnd, i.ssthresh, "recovery over");
+        self.feed();
+        self.flight = drain(&mut self.t);
+        cwnd
+    }
+
+    /// One round trip: a single ACK for the whole flight. Returns (cwnd before, bytes acked).
+    fn round(&mut self) -> (u32, u32) {
+        self.now += self.rtt;
+        let before = self.info().cwnd;
+        let acked = self.flight.iter().map(|s| s.len as u32).sum();
+        let end = self.flight.iter().map(Self::end).max().unwrap();
+        self.t.inject(self.now, ack(end));
+        self.feed();
+        self.flight = drain(&mut self.t);
+        (before, acked)
+    }
+}
+
+/// RFC 9438 §4.2-4.6, cwnd at given times against the formula. W = 80 segments when segment
+/// 1 of a flight is lost (RTT 1 s): W_max = 80, ssthresh = cwnd = β·80 = 56, K =
+/// ∛(80·0.3/0.4) = 3.915 s. After recovery one ACK per round trip covers the flight; each
+/// cwnd the stack sets matches [`CubicModel`] to within integer rounding, the curve is
+/// concave below W_max until t + RTT passes K, then convex, and since every ACK covers all
+/// but a fraction of a segment of cwnd, cwnd lands within one SMSS of W_cubic(t + RTT):
+/// 56529, 74547, 79072, 79993, 80190, 82413, 89272, 103387 at t = 0..7 s.
+#[test]
+fn cubic_cwnd_follows_w_cubic_at_given_times() {
+    let mut p = CubicPeer::new(1000);
+    p.slow_start_to(80);
+    let w_max = p.lose_one();
+    assert_eq!(w_max, 80 * SMSS);
+    assert_eq!((p.info().ssthresh, p.info().cwnd), (56 * SMSS, 56 * SMSS), "§4.6: β_cubic = 0.7");
+    let mut model = CubicModel::new(SMSS, w_max, w_max);
+    let start = p.now + p.rtt;
+    let mut trajectory = vec![];
+    for _ in 0..8 {
+        let (before, acked) = p.round();
+        let i = p.info();
+        let srtt = i.srtt.unwrap().as_secs_f64();
+        let (want, reno) = model.ack(p.now, before, acked, srtt);
+        let got = f64::from(i.cwnd);
+        assert!((got - want).abs() <= CUBIC_ROUNDING, "t = {} ms: cwnd {got}, RFC 9438 {want:.1}", p.now - start);
+        let t = (p.now - start) as f64 / 1000.0;
+        let w = model.w_cubic(t + srtt) * f64::from(SMSS);
+        if !reno {
+            assert!((got - w).abs() < f64::from(SMSS), "t = {t} s: cwnd {got}, W_cubic(t + RTT) {w:.0}");
+        }
+        trajectory.push((p.now - start, i.cwnd, reno));
+    }
+    println!("K = {:.3} s; (t ms, cwnd, Reno-friendly): {trajectory:?}", model.epoch.unwrap().1);
+    assert!((model.epoch.unwrap().1 - 3.915).abs() < 0.001);
+    // At t = 0, W_cubic(0) = cwnd_epoch is below W_est, which the ACK just raised: the one
+    // Reno-friendly step. Then the concave region up to the plateau at W_max (t + RTT
+    // reaches K = 3.9 s at t = 3 s: 79993, a step short of the target), convex after it.
+    let regions: Vec<bool> = trajectory.iter().map(|x| x.2).collect();
+    assert_eq!(regions, [true, false, false, false, false, false, false, false]);
+    assert!(trajectory[..4].iter().all(|&(_, w, _)| w < w_max));
+    assert!(trajectory[4..].iter().all(|&(_, w, _)| w > w_max));
+    assert_eq!(p.info().stats.rtos, 0);
+}
+
+/// RFC 9438 §4.3, the Reno-friendly region: with RTT 10 ms and W_max = 20 segments the cubic
+/// curve (K = ∛(20·0.3/0.4) = 2.47 s) grows slower than Reno, so cwnd = W_est, which starts
+/// at cwnd_epoch = 14 segments and grows by α·segments_acked/cwnd per ACK (eq. 4) with
+/// α = 3(1 − β)/(1 + β) = 9/17 until it reaches cwnd_prior = 20, then by 1: about 0.53
+/// segments per round trip, then about 1.
+#[test]
+fn cubic_reno_friendly_region_grows_by_alpha_then_one() {
+    let mut p = CubicPeer::new(10);
+    p.slow_start_to(20);
+    let w_max = p.lose_one();
+    assert_eq!((w_max, p.info().cwnd), (20 * SMSS, 14 * SMSS));
+    let mut model = CubicModel::new(SMSS, w_max, w_max);
+    let mut steps = vec![];
+    for _ in 0..20 {
+        let (before, acked) = p.round();
+        let i = p.info();
+        let (want, reno) = model.ack(p.now, before, acked, i.srtt.unwrap().as_secs_f64());
+        let got = f64::from(i.cwnd);
+        assert!((got - want).abs() <= CUBIC_ROUNDING, "cwnd {got}, RFC 9438 {want:.1}");
+        assert!(reno, "short RTT: Reno-friendly");
+        // Eq. 4 with α = 9/17 below cwnd_prior, 1 from there; cwnd = W_est.
+        let alpha = if f64::from(before) >= f64::from(w_max) { 1.0 } else { 9.0 / 17.0 };
+        let step = alpha * f64::from(SMSS) * f64::from(acked) / f64::from(before);
+        assert!(
+            (got - f64::from(before) - step).abs() <= CUBIC_ROUNDING,
+            "step {} for α {alpha}",
+            got - f64::from(before)
+        );
+        steps.push(i.cwnd - before);
+    }
+    println!("cwnd steps per round trip: {steps:?}");
+    let (slow, fast) = steps.split_at(steps.iter().position(|&d| d > 700).unwrap());
+    assert!(slow.len() >= 10 && slow.iter().all(|&d| (450..=530).contains(&d)), "{steps:?}");
+    assert!(fast.iter().all(|&d| (900..=1000).contains(&d)), "{steps:?}");
+}
