@@ -4,6 +4,7 @@
 //! with C = 0.4 segments/s^3 as the rational 4/10; K comes from an integer cube root.
 //! β = 7/10 and the Reno-friendly α = 3(1-β)/(1+β) = 9/17 are rationals too.
 
+use super::newreno::abc_limit;
 use super::{initial_window, Ack, CongestionControl};
 use crate::time::{Duration, Instant};
 
@@ -70,6 +71,8 @@ pub struct Cubic {
     /// The next epoch takes K = 0 and W_max = cwnd at its start: after an RTO (§4.8), or
     /// when HyStart++ ended slow start without a loss and there is no W_max (§4.10).
     restart_at_cwnd: bool,
+    /// In the slow start that follows a retransmission timeout (RFC 3465 §2.3: L = 1 SMSS).
+    after_rto: bool,
     rounds: Rounds,
 }
 
@@ -112,6 +115,7 @@ impl Cubic {
             epoch: None,
             w_est: (cwnd as u64) << 10,
             restart_at_cwnd: false,
+            after_rto: false,
             rounds: Rounds { window_end: 0, last_min: None, current_min: None, samples: 0 },
         }
     }
@@ -273,8 +277,12 @@ impl CongestionControl for Cubic {
         if self.cwnd < self.ssthresh && self.phase != Phase::Avoidance {
             self.slow_start(ack);
         } else if self.cwnd < self.ssthresh {
-            // After an RTO: slow start back up to ssthresh (RFC 5681).
-            self.cwnd = self.cwnd.saturating_add(ack.acked.min(L_SEGMENTS * self.smss)).min(self.ssthresh);
+            // After an RTO (or an idle restart): slow start back up to ssthresh (RFC 5681).
+            let l = if self.after_rto { abc_limit(true) } else { L_SEGMENTS };
+            self.cwnd = self.cwnd.saturating_add(ack.acked.min(l * self.smss)).min(self.ssthresh);
+            if self.cwnd >= self.ssthresh {
+                self.after_rto = false;
+            }
         } else {
             self.phase = Phase::Avoidance;
             self.avoidance(ack);
@@ -284,6 +292,7 @@ impl CongestionControl for Cubic {
     fn on_loss(&mut self, _now: Instant, flight: u32) {
         self.congestion_event(flight);
         self.cwnd = self.ssthresh;
+        self.after_rto = false;
     }
 
     fn on_rto(&mut self, _now: Instant, flight: Option<u32>) {
@@ -294,6 +303,7 @@ impl CongestionControl for Cubic {
         }
         self.cwnd = self.smss;
         self.restart_at_cwnd = true;
+        self.after_rto = true;
     }
 
     fn on_recovery_end(&mut self, _now: Instant) {
@@ -359,6 +369,17 @@ mod tests {
         c.on_loss(Instant::ZERO, 70 * SMSS);
         assert_eq!(c.w_max, 70 * SMSS * 17 / 20);
         assert_eq!(c.ssthresh(), 49 * SMSS);
+    }
+
+    #[test]
+    fn slow_start_after_a_timeout_counts_one_smss_per_ack() {
+        // RFC 3465 §2.3, as in NewReno: L = 1 SMSS until cwnd is back at ssthresh.
+        let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
+        c.cwnd = 20 * SMSS;
+        c.on_rto(Instant::ZERO, Some(20 * SMSS));
+        assert_eq!((c.cwnd(), c.ssthresh()), (SMSS, 14 * SMSS));
+        c.on_ack(&ack(Instant::ZERO, 3 * SMSS, 10));
+        assert_eq!(c.cwnd(), 2 * SMSS);
     }
 
     #[test]
