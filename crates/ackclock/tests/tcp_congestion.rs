@@ -86,6 +86,58 @@ fn a_window_larger_than_the_device_ring_is_sent_over_successive_dispatches() {
     assert!(t.sent_now().is_empty(), "cwnd is used up");
 }
 
+/// RFC 5681 §4.1: a sender that "has not sent data in an interval exceeding the
+/// retransmission timeout" sets cwnd to no more than RW = min(IW, cwnd) before sending. Ten
+/// segments sent at 1 ms and acknowledged one by one at 11 ms (slow start: cwnd 20, RTO the
+/// 200 ms floor) leave nothing to send. Data written when exactly one RTO has passed goes out
+/// with the whole cwnd of 20; data written 1 ms later, after more than an RTO, with IW = 10.
+#[test]
+fn restart_after_idle_limits_cwnd_to_the_initial_window() {
+    for (idle_ms, sent) in [(200, 20), (201, 10)] {
+        let (mut t, c) = established(false);
+        send_exactly(&mut t, c, 1, 10);
+        for n in 2..=11 {
+            t.inject(11, ack(s(n)));
+        }
+        t.expect_nothing(11);
+        let info = t.stack.tcp_info(c).unwrap();
+        assert_eq!((info.cwnd, info.rto.as_millis()), (20 * SMSS, 200));
+        t.at_us((1 + idle_ms) * 1000);
+        t.stack.tcp_send(c, &vec![0u8; 30_000]).unwrap();
+        expect_segments(&mut t, 1 + idle_ms, 11, sent);
+        t.expect_nothing(1 + idle_ms);
+        assert_eq!(t.stack.tcp_info(c).unwrap().cwnd, sent * SMSS, "idle for {idle_ms} ms");
+    }
+}
+
+/// RFC 3042 with SACK (RFC 6675 §5 step 3): the first two duplicate ACKs, each SACKing a new
+/// segment, send one new segment each (11, 12); a duplicate ACK that SACKs nothing new is no
+/// duplicate (RFC 6675 §2) and sends nothing. The third enters recovery: segment 1 is
+/// retransmitted, ssthresh = cwnd = FlightSize/2 = 5000 without the two limited-transmit
+/// segments (RFC 5681 §3.2), and pipe = 1 + 8 segments (1 retransmitted, 5-12) leaves no
+/// room for more.
+#[test]
+fn limited_transmit_with_sack() {
+    let (mut t, c) = established(true);
+    t.stack.tcp_send(c, &vec![0u8; 30_000]).unwrap();
+    expect_segments(&mut t, 1, 1, 10);
+    t.inject(10, ack(1).sack(&[(s(2), s(3))]));
+    expect_segments(&mut t, 10, 11, 1);
+    t.expect_nothing(10);
+    t.inject(10, ack(1).sack(&[(s(2), s(3))]));
+    t.expect_nothing(10);
+    t.inject(10, ack(1).sack(&[(s(2), s(4))]));
+    expect_segments(&mut t, 10, 12, 1);
+    t.expect_nothing(10);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.stats.dup_acks, info.cwnd), (2, 10 * SMSS));
+    t.inject(10, ack(1).sack(&[(s(2), s(5))]));
+    t.expect(10, seg(".").seq(1).len(1000).any_options());
+    t.expect_nothing(10);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.ssthresh, info.cwnd, info.stats.fast_retransmits), (5 * SMSS, 5 * SMSS, 1));
+}
+
 /// RFC 3465 §2.2: a stretch ACK covering four segments grows cwnd by at most L = 2 SMSS.
 #[test]
 fn slow_start_limits_growth_per_stretch_ack() {
