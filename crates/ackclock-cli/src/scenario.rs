@@ -251,9 +251,11 @@ fn fast_recovery_summary(r: &runs::FastRecovery) -> Summary {
     let w = e.window(r.mss);
     let dups = duplicate_acks(r, e);
     let end = e.end.unwrap_or(e.start);
-    let _ = writeln!(t, "W (window in flight at the 3rd duplicate ACK): {w:.0} segments");
+    let lt = e.limited_transmit;
+    let _ = writeln!(t, "W (window in flight at the loss, the first duplicate ACK): {w:.0} segments");
+    let _ = writeln!(t, "limited transmit: {lt} segments (not part of FlightSize, RFC 5681 §3.2)");
     let _ = writeln!(t, "ssthresh: {:.1} segments (W/2)", seg(e.ssthresh, r.mss));
-    let _ = writeln!(t, "duplicate ACKs received: {dups} (W−1 = {:.0})", w - 1.0);
+    let _ = writeln!(t, "duplicate ACKs received: {dups} (W−1 + limited transmit = {:.0})", w - 1.0 + f64::from(lt));
     let _ =
         writeln!(t, "new segments sent during recovery: {} (seed 000: W/2−1 = {:.1})", e.new_segments, w / 2.0 - 1.0);
     let _ = writeln!(t, "retransmissions during recovery: {}", e.retransmits.len());
@@ -271,6 +273,7 @@ fn fast_recovery_summary(r: &runs::FastRecovery) -> Summary {
             "sack": r.sack,
             "drop_at_s": runs::FAST_RECOVERY_AT_MS as f64 / 1e3,
             "window_segments": w,
+            "limited_transmit_segments": lt,
             "ssthresh_segments": seg(e.ssthresh, r.mss),
             "duplicate_acks": dups,
             "new_segments_in_recovery": e.new_segments,

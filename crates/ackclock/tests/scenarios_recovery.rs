@@ -30,6 +30,11 @@ fn dupacks(trace: &[ackclock::tcp::trace::Record], e: &Episode) -> u64 {
 /// W/2 + (W−1) − W = W/2 − 1 new segments before the recovery ACK, and after it the
 /// window is W/2 with about W/2 − 1 in flight: no burst.
 ///
+/// W is the window at the loss. Limited transmit (RFC 3042) sends up to two more segments on
+/// the first two duplicate ACKs; RFC 5681 §3.2 step 2 leaves them out of FlightSize, so
+/// ssthresh is still W/2, and each of them draws one more duplicate ACK that pays for itself:
+/// the count of new segments after the fast retransmit is W/2 − 1 exactly as in the seed.
+///
 /// Two effects make the count differ from W/2 − 1 by up to one, and the exact count is
 /// checked against them: ssthresh is FlightSize/2 in bytes, so an odd W leaves half a
 /// segment that cannot be sent (the count rounds down); and with delayed ACKs, when the
@@ -37,12 +42,13 @@ fn dupacks(trace: &[ackclock::tcp::trace::Record], e: &Episode) -> u64 {
 /// the first of the pair, which is a new ACK, not a duplicate: only W−2 duplicates come.
 fn check_seed_000(r: &runs::FastRecovery, what: &str) {
     let e = r.episode.as_ref().unwrap_or_else(|| panic!("{what}: no fast recovery"));
-    let w = (e.point - e.una) / u64::from(r.mss);
     assert_eq!((e.point - e.una) % u64::from(r.mss), 0, "{what}: whole segments in flight");
+    let w = e.window(r.mss) as u64;
+    let lt = u64::from(e.limited_transmit);
     let d = dupacks(&r.trace, e);
     let ssthresh = f64::from(e.ssthresh) / f64::from(r.mss);
     println!(
-        "{what}: W {w}, ssthresh {ssthresh:.1}, dup ACKs {d}, new {} (W/2-1 = {:.1}), burst {} / {}",
+        "{what}: W {w} (+{lt} limited transmit), ssthresh {ssthresh:.1}, dup ACKs {d}, new {} (W/2-1 = {:.1}), burst {} / {}",
         e.new_segments,
         w as f64 / 2.0 - 1.0,
         e.burst_at_end,
@@ -50,13 +56,14 @@ fn check_seed_000(r: &runs::FastRecovery, what: &str) {
     );
     assert_eq!(r.rtos, 0, "{what}: no retransmission timeout");
     assert_eq!(e.retransmits.len(), 1, "{what}: only the lost segment is sent again");
-    assert!(d == w - 1 || d == w - 2, "{what}: {d} duplicate ACKs for W = {w}");
-    assert_eq!(ssthresh, w as f64 / 2.0, "{what}: ssthresh = W/2");
-    let expected = (ssthresh + d as f64 - w as f64).floor() as u32;
-    assert_eq!(e.new_segments, expected, "{what}: new segments = floor(W/2 + dupacks - W)");
+    assert_eq!(lt, 2, "{what}: limited transmit sent two segments");
+    assert!(d == w - 1 + lt || d == w - 2 + lt, "{what}: {d} duplicate ACKs for W = {w}");
+    assert_eq!(ssthresh, w as f64 / 2.0, "{what}: ssthresh = W/2 (RFC 5681 §3.2 step 2)");
+    let expected = (ssthresh + d as f64 - (w + lt) as f64).floor() as u32;
+    assert_eq!(e.new_segments, expected, "{what}: new segments = floor(W/2 + dupacks - (W + limited))");
     let diff = f64::from(e.new_segments) - (w as f64 / 2.0 - 1.0);
     assert!(diff.abs() <= 1.0, "{what}: {} new segments, W/2-1 = {:.1}", e.new_segments, w as f64 / 2.0 - 1.0);
-    if w % 2 == 0 && d == w - 1 {
+    if w % 2 == 0 && d == w - 1 + lt {
         assert_eq!(f64::from(e.new_segments), w as f64 / 2.0 - 1.0, "{what}: exactly W/2 - 1");
     }
     assert!(e.burst_at_end <= 2, "{what}: {} segments sent on the recovery ACK", e.burst_at_end);
@@ -69,14 +76,19 @@ fn fast_recovery_scenario_matches_seed_000() {
     let r = runs::fast_recovery(1, false, at, None);
     check_seed_000(&r, "the CLI's scenario");
     let e = r.episode.as_ref().unwrap();
-    // The numbers `ackclock sim fast-recovery` prints.
-    assert_eq!(e.window(r.mss), 75.0);
-    assert_eq!(e.new_segments, 36);
+    // The numbers `ackclock sim fast-recovery` prints: W = 72 at the loss (74 outstanding
+    // at the fast retransmit, two of them sent by limited transmit), ssthresh 36. The lost
+    // segment is the second of a delayed-ACK pair, so W − 2 + 2 duplicate ACKs come back
+    // and 34 = W/2 − 2 new segments go out.
+    assert_eq!(e.window(r.mss), 72.0);
+    assert_eq!((e.limited_transmit, dupacks(&r.trace, e)), (2, 72));
+    assert_eq!(e.ssthresh, 36 * r.mss);
+    assert_eq!(e.new_segments, 34);
 }
 
 #[test]
 fn fast_recovery_algebra_holds_for_odd_and_even_windows() {
-    // Losses at different points of congestion avoidance: W from 64 to 76, odd and even,
+    // Losses at different points of congestion avoidance: W from 61 to 73, odd and even,
     // the lost segment first or second of an ACK pair.
     let mut parities = [false; 2];
     for ms in (4000..5100).step_by(100) {
@@ -94,8 +106,12 @@ fn fast_recovery_in_slow_start_with_even_window_is_exactly_w_over_2_minus_1() {
     let r = runs::fast_recovery(1, false, Instant::from_secs(100), None);
     let e = analysis::episodes(&r.trace, Duration::from_millis(80)).into_iter().next().unwrap();
     let w = e.window(r.mss);
-    assert_eq!(w, 40.0);
-    assert_eq!(e.new_segments, 19, "W/2 - 1");
+    // W = 38 at the loss; limited transmit then sent two more, which neither ssthresh
+    // (RFC 5681 §3.2 step 2) nor the count of W counts.
+    assert_eq!(w, 38.0);
+    assert_eq!((e.limited_transmit, dupacks(&r.trace, &e)), (2, 38 - 1 + 2));
+    assert_eq!(e.ssthresh, 19 * r.mss, "W/2");
+    assert_eq!(e.new_segments, 18, "W/2 - 1");
     assert!(e.burst_at_end <= 2 && e.max_burst_after <= 2);
     assert_eq!(r.rtos, 0);
 }

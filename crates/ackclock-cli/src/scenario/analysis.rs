@@ -121,6 +121,10 @@ pub struct Episode {
     pub point: u64,
     /// ssthresh set on entry, bytes.
     pub ssthresh: u32,
+    /// Segments of new data that limited transmit (RFC 3042) sent on the duplicate ACKs
+    /// before the fast retransmit: outstanding at entry, but not part of the window at the
+    /// loss (RFC 5681 §3.2 step 2).
+    pub limited_transmit: u32,
     /// Segments of new data sent between the loss detection and the recovery ACK.
     pub new_segments: u32,
     /// Retransmissions from the loss detection to the recovery ACK (time, sequence).
@@ -132,9 +136,10 @@ pub struct Episode {
 }
 
 impl Episode {
-    /// W: the window (in segments of `mss`) in flight when the loss was detected.
+    /// W: the window (in segments of `mss`) in flight when the loss was signalled by the
+    /// first duplicate ACK, without what limited transmit added after it.
     pub fn window(&self, mss: u32) -> f64 {
-        (self.point - self.una) as f64 / f64::from(mss)
+        (self.point - self.una) as f64 / f64::from(mss) - f64::from(self.limited_transmit)
     }
 }
 
@@ -145,8 +150,19 @@ pub fn episodes(records: &[Record], horizon: ackclock::time::Duration) -> Vec<Ep
     let mut open: Option<Episode> = None;
     let mut last_sample: Option<Sample> = None;
     let mut expect_entry_sample = false;
+    // The cumulative ACK last seen, whether ACKs repeat it now (a run of duplicates), and
+    // the new segments sent in that run: limited transmit.
+    let (mut last_ack, mut dup_run, mut limited) = (None, false, 0);
     for (i, r) in records.iter().enumerate() {
         match r.event {
+            Event::Ack { ack, .. } => {
+                if last_ack == Some(ack) {
+                    dup_run = true;
+                } else {
+                    (dup_run, limited) = (false, 0);
+                }
+                last_ack = Some(ack);
+            }
             Event::FastRetransmit => {
                 if let Some(e) = open.take() {
                     out.push(e);
@@ -158,6 +174,7 @@ pub fn episodes(records: &[Record], horizon: ackclock::time::Duration) -> Vec<Ep
                     una: s.snd_una,
                     point: s.snd_max,
                     ssthresh: 0,
+                    limited_transmit: if dup_run { limited } else { 0 },
                     new_segments: 0,
                     retransmits: Vec::new(),
                     burst_at_end: 0,
@@ -184,6 +201,8 @@ pub fn episodes(records: &[Record], horizon: ackclock::time::Duration) -> Vec<Ep
                     } else {
                         e.new_segments += 1;
                     }
+                } else if dup_run && !retransmit {
+                    limited += 1;
                 }
             }
             Event::RecoveryEnd => {

@@ -574,18 +574,24 @@ pub(crate) fn synchronized(
     // Any acceptable ACK proves the peer alive: zero-window probing starts counting again.
     tcb.probes_out = 0;
     tcb.stats.sack_blocks += seg.sack.len() as u64;
-    let (sacked_new, dsack) = recovery::update_scoreboard(tcb, seg);
-    if dsack {
-        // RFC 2883 §4: the receiver got something twice; absent network duplication, one
-        // of our retransmissions was unnecessary.
+    let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg);
+    if spurious {
+        // RFC 2883 §4: the receiver got something we retransmitted twice; absent network
+        // duplication, the retransmission was unnecessary.
         tcb.stats.spurious_retransmits += 1;
     }
     if tcb.snd_una < seg.ack {
         ack_advance(env, tcb, seg);
-    } else if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
-        // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
-        // bogus blocks are not evidence of loss.
-        recovery::on_dupack(env, tcb, sacked_new);
+    } else {
+        if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
+            // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
+            // bogus blocks are not evidence of loss.
+            recovery::on_dupack(env, tcb, sacked_new);
+        }
+        if sacked_new {
+            // A block starting at snd_una: SACKed but not acknowledged.
+            recovery::check_reneging(env, tcb);
+        }
     }
     // Window update (RFC 9293 §3.10.7.4, fifth step): only from a segment newer than the
     // last one that updated it, so that an old reordered segment cannot shrink it.
@@ -724,6 +730,9 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
         if front.end() <= seg.ack {
             if let Some(s) = tcb.sndq.pop_front() {
                 tcb.snd_queued -= s.len() as usize;
+                if s.sent > 1 {
+                    recovery::note_rxt_acked(tcb, s.seq, s.end());
+                }
             }
             tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(1);
         } else {
@@ -759,6 +768,8 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
     } else {
         tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
         tcb.rexmt_start = Some(env.now);
+        // The ACK stopped at a segment the peer SACKed: it reneged.
+        recovery::check_reneging(env, tcb);
     }
 }
 

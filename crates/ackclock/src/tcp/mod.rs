@@ -333,6 +333,8 @@ impl Tcp {
             dupacks: 0,
             recovery: None,
             recover: iss,
+            snd_max_at_dupack: iss,
+            rxt_acked: [(iss, iss); recovery::RXT_ACKED],
             rexmt_now: None,
             last_send: now,
             sndq: VecDeque::new(),
@@ -704,6 +706,7 @@ impl Tcp {
     pub(crate) fn flush(&mut self, now: Instant, io: Io<'_>) {
         let Io { pool, iface, tx } = io;
         let mut i = 0;
+        let mut starved = None;
         while i < self.dirty.len() {
             if tx.is_full() {
                 break;
@@ -714,10 +717,18 @@ impl Tcp {
             tcb.dirty = false;
             let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
             output::output(&mut env, tcb);
+            // A full ring may have stopped it with more to send: it goes back on the list
+            // (at the end, behind the others), or nothing but the next ACK or timer would
+            // let the rest of its window out.
+            if tx.is_full() {
+                tcb.dirty = true;
+                starved = Some(idx);
+            }
             self.rearm(idx);
         }
         // What the full device queue left for next time stays dirty.
         self.dirty.drain(..i);
+        self.dirty.extend(starved);
     }
 
     /// When the stack next needs to run: now if output is pending, else the earliest timer.

@@ -264,6 +264,7 @@ fn sack_recovery(env: &mut Env, tcb: &mut Tcb) -> bool {
             && tcb.snd_nxt == tcb.snd_max
             && (tcb.sndq[tcb.snd_nxt_idx].seq + tcb.sndq[tcb.snd_nxt_idx].len().min(smss)).since(tcb.snd_una)
                 <= tcb.snd_wnd;
+        let mut rescue = false;
         let idx = if let Some(i) = board.lost {
             i // rule 1: a lost segment
         } else if new_data {
@@ -276,10 +277,7 @@ fn sack_recovery(env: &mut Env, tcb: &mut Tcb) -> bool {
         } else if let Some(i) = board.below_sacked {
             i // rule 3: unSACKed data below SACKed data
         } else if let (Some(i), true) = (board.highest_unsacked, tcb.snd_una > rec.rescue_rxt) {
-            // Rule 4: one rescue retransmission per episode, of the highest unSACKed segment.
-            if let Some(r) = tcb.recovery.as_mut() {
-                r.rescue_rxt = r.point;
-            }
+            rescue = true; // rule 4: one rescue retransmission, of the highest unSACKed segment
             i
         } else {
             break;
@@ -287,6 +285,12 @@ fn sack_recovery(env: &mut Env, tcb: &mut Tcb) -> bool {
         let fin = idx + 1 == tcb.sndq.len() && tcb.fin_queued;
         if !send_data(env, tcb, idx, fin) {
             break;
+        }
+        if let (true, Some(r)) = (rescue, tcb.recovery.as_mut()) {
+            // RFC 6675 NextSeg rule 4: RescueRxt = RecoveryPoint, and "HighRxt MUST NOT be
+            // updated", so the holes below it still count as never retransmitted.
+            r.rescue_rxt = r.point;
+            r.high_rxt = rec.high_rxt;
         }
         sent = true;
     }

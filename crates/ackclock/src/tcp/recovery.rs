@@ -15,6 +15,7 @@ use super::env::Env;
 use super::input::Segment;
 use super::seq::SeqNumber;
 use super::tcb::Tcb;
+use crate::time::Duration;
 
 /// RFC 5681's duplicate-ACK threshold (DupThresh of RFC 6675).
 pub(crate) const DUP_THRESH: u32 = 3;
@@ -36,17 +37,18 @@ pub(crate) struct Recovery {
 /// Apply the SACK blocks of an arriving ACK to the scoreboard (RFC 6675 §5 step "update the
 /// scoreboard"). Blocks outside `[snd_una, snd_max]` are ignored (they are either stale or
 /// hostile); a segment is SACKed only when a block covers all of it. Returns whether the
-/// ACK SACKed something new, and whether its first block was a D-SACK (RFC 2883 §4).
+/// ACK SACKed something new, and whether its first block was a D-SACK (RFC 2883 §4) that
+/// shows one of our retransmissions to have been unnecessary.
 pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
     let blocks = seg.sack.as_slice();
     if !tcb.sack_enabled || blocks.is_empty() {
         return (false, false);
     }
-    // RFC 2883 §4: the first block reports a duplicate if it lies below the cumulative ACK
-    // or inside the second block.
+    // RFC 2883 §4: the first block reports a duplicate if it starts below the cumulative ACK
+    // of the same segment, or lies inside the second block. Either way it is no SACK.
     let (l0, r0) = (SeqNumber(blocks[0].0), SeqNumber(blocks[0].1));
-    let dsack =
-        r0 <= seg.ack || blocks.get(1).is_some_and(|&(l1, r1)| l0 >= SeqNumber(l1) && r0 <= SeqNumber(r1) && l0 < r0);
+    let dsack = l0 < seg.ack || blocks.get(1).is_some_and(|&(l1, r1)| SeqNumber(l1) <= l0 && r0 <= SeqNumber(r1));
+    let spurious = dsack && dsack_shows_spurious_retransmission(tcb, l0, r0);
     let mut newly = false;
     for (i, &(l, r)) in blocks.iter().enumerate() {
         if i == 0 && dsack {
@@ -68,8 +70,62 @@ pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
             }
         }
     }
-    (newly, dsack)
+    (newly, spurious)
 }
+
+/// Whether D-SACK block `[l, r)` is evidence that a retransmission was spurious (RFC 2883
+/// §4; Linux `tcp_check_dsack`, which also skips "dubious" ones). It must be well formed, no
+/// longer than the largest window the peer offered, within what we could have
+/// retransmitted — `[snd_una − max window, snd_max]`, the ACK acceptability range of RFC
+/// 5961 §5.2 — and every byte of it must have been retransmitted: below snd_una inside a
+/// retransmission acknowledged since (`Tcb::rxt_acked`), above it a segment sent more than
+/// once. And never more D-SACKs than retransmissions (Linux: `dsack_dups <= total_retrans`):
+/// a receiver repeating one cannot inflate the count.
+fn dsack_shows_spurious_retransmission(tcb: &Tcb, l: SeqNumber, r: SeqNumber) -> bool {
+    let max_wnd = tcb.max_snd_wnd.clamp(1, i32::MAX as u32);
+    if r <= l || r.since(l) > max_wnd || l < tcb.snd_una - max_wnd || r > tcb.snd_max {
+        return false;
+    }
+    if tcb.stats.spurious_retransmits >= tcb.stats.retransmits {
+        return false;
+    }
+    if l < tcb.snd_una {
+        let end = if r < tcb.snd_una { r } else { tcb.snd_una };
+        if !tcb.rxt_acked.iter().any(|&(a, b)| a <= l && end <= b && a < b) {
+            return false;
+        }
+    }
+    if r > tcb.snd_una {
+        let from = if l > tcb.snd_una { l } else { tcb.snd_una };
+        let first = super::output::index_of(tcb, from);
+        for s in tcb.sndq.iter().skip(first) {
+            if s.seq >= r {
+                break;
+            }
+            if s.sent < 2 {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Remember that the retransmitted data `[seq, end)` was acknowledged, for a D-SACK of it
+/// that may come later (the receiver got it twice). The last few ranges are kept, adjacent
+/// ones merged: a go-back-N run after a timeout is one range.
+#[inline]
+pub(crate) fn note_rxt_acked(tcb: &mut Tcb, seq: SeqNumber, end: SeqNumber) {
+    let last = &mut tcb.rxt_acked[0];
+    if last.1 == seq && last.0 < last.1 {
+        last.1 = end;
+    } else {
+        tcb.rxt_acked.copy_within(0..RXT_ACKED - 1, 1);
+        tcb.rxt_acked[0] = (seq, end);
+    }
+}
+
+/// How many acknowledged retransmitted ranges are remembered for D-SACK checks.
+pub(crate) const RXT_ACKED: usize = 4;
 
 /// What the scoreboard says (RFC 6675 §4), from one backward pass over the segments in
 /// flight.
@@ -134,7 +190,7 @@ pub(crate) fn is_dupack(tcb: &Tcb, seg: &Segment) -> bool {
 /// Enter fast recovery on the third duplicate ACK (or SACK-detected loss): RFC 6582 §3.2
 /// step 2 / RFC 6675 §5 steps (1)-(4).
 pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
-    let flight = tcb.flight();
+    let flight = flight_size(tcb);
     let smss = tcb.eff_mss as u32;
     tcb.recover = tcb.snd_max;
     tcb.cc.on_loss(env.now, flight);
@@ -152,6 +208,20 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
     env.trace.sample(env.now, tcb);
 }
 
+/// FlightSize for ssthresh on entering recovery (RFC 5681 §3.2 step 2, RFC 6675 §5 step
+/// 4.2): data sent by limited transmit "MUST NOT be included". That is the data sent since
+/// the first duplicate ACK beyond what cwnd alone allowed then; the rest (the window was not
+/// full) is ordinary flight. Seed 000's W is the window at the loss, not W + 2.
+fn flight_size(tcb: &Tcb) -> u32 {
+    let at_dupack = tcb.snd_max_at_dupack;
+    if at_dupack < tcb.snd_una || at_dupack > tcb.snd_max {
+        return tcb.flight();
+    }
+    let before = at_dupack.since(tcb.snd_una);
+    let since = tcb.snd_max.since(at_dupack);
+    before + since.min(tcb.cwnd().saturating_sub(before))
+}
+
 /// A duplicate ACK arrived (RFC 5681 §3.2 steps 2-4, RFC 3042 limited transmit).
 pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
     let smss = tcb.eff_mss as u32;
@@ -164,6 +234,9 @@ pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
         }
         Some(_) => {}
         None => {
+            if tcb.dupacks == 1 {
+                tcb.snd_max_at_dupack = tcb.snd_max;
+            }
             // RFC 6582 §3.2 step 1: only if the ACK covers more than `recover`, so old
             // duplicates after a recovery do not start another one.
             let may_enter = tcb.snd_una > tcb.recover || tcb.recover == tcb.iss;
@@ -221,6 +294,36 @@ pub(crate) fn on_ack_in_recovery(env: &mut Env, tcb: &mut Tcb, acked: u32) -> bo
         // "Slow-but-Steady" variant.
     }
     false
+}
+
+/// RFC 2018 §8: a receiver may discard SACKed data until it acknowledges it cumulatively
+/// (reneging), so SACK marks are advice. A SACKed segment at snd_una means the receiver holds
+/// it yet does not acknowledge it: it reneged (or its SACK is false). As Linux
+/// (`tcp_check_sack_reneging`), give it max(SRTT/2, 10 ms) to send a better ACK, then let the
+/// retransmission timer clear the marks and resend from snd_una; the timer is only ever
+/// brought forward, so repeating the evidence cannot postpone it.
+pub(crate) fn check_reneging(env: &Env, tcb: &mut Tcb) {
+    if !tcb.sndq.front().is_some_and(|s| s.sacked) {
+        return;
+    }
+    let half_srtt = tcb.rtt.srtt().map_or(Duration::ZERO, |s| s / 2);
+    let at = env.now + half_srtt.max(Duration::from_millis(10));
+    if tcb.timers.rexmt.is_none_or(|t| t > at) {
+        tcb.timers.rexmt = Some(at);
+    }
+}
+
+/// On a retransmission timeout: if the segment at snd_una is marked SACKed, the receiver
+/// reneged; forget every mark (Linux `tcp_timeout_mark_lost`, RFC 2018 §8), so that
+/// everything it has not acknowledged is sent again. Otherwise the marks stay and only
+/// unSACKed data is resent (RFC 6675 §5.1 allows keeping them with a test for reneging).
+pub(crate) fn clear_if_reneged(tcb: &mut Tcb) {
+    if tcb.sndq.front().is_some_and(|s| s.sacked) {
+        for s in tcb.sndq.iter_mut() {
+            s.sacked = false;
+        }
+        tcb.stats.sack_reneging += 1;
+    }
 }
 
 /// Leave recovery because the retransmission timer fired.

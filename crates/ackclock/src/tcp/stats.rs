@@ -26,6 +26,9 @@ pub struct ConnStats {
     pub sack_blocks: u64,
     /// Retransmissions found unnecessary (D-SACK).
     pub spurious_retransmits: u64,
+    /// Retransmission timeouts that found the peer had discarded data it SACKed (reneging,
+    /// RFC 2018 §8): the SACK marks were cleared.
+    pub sack_reneging: u64,
     /// Segments that arrived out of order.
     pub ooo_segs: u64,
     /// Zero-window probes sent.

@@ -241,9 +241,15 @@ pub(crate) struct Tcb {
     /// partial ACKs (RFC 6582 deflation).
     pub inflation: i64,
     pub dupacks: u32,
+    /// snd_max when the first duplicate ACK of the current run arrived: what was in flight
+    /// when the loss was signalled, before limited transmit sent more (RFC 5681 §3.2).
+    pub snd_max_at_dupack: SeqNumber,
     pub recovery: Option<Recovery>,
     /// RFC 6582's `recover`: snd_max when the last recovery (or RTO) began.
     pub recover: SeqNumber,
+    /// The most recent ranges of retransmitted data the peer has acknowledged, newest first
+    /// (empty ranges unused), so that a D-SACK for one can be believed (RFC 2883 §4).
+    pub rxt_acked: [(SeqNumber, SeqNumber); super::recovery::RXT_ACKED],
     /// Retransmit the segment holding this sequence number at the next output, outside the
     /// window (fast retransmit, NewReno partial ACK).
     pub rexmt_now: Option<SeqNumber>,
@@ -322,6 +328,7 @@ impl Tcb {
         self.snd_max = iss;
         self.snd_end = iss + 1;
         self.recover = iss;
+        self.snd_max_at_dupack = iss;
     }
 
     /// Payload of a full-sized segment from the peer: our MSS less the options it carries

@@ -103,8 +103,9 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             tcb.cc.on_rto(env.now, flight);
             tcb.recover = tcb.snd_max;
             // Go back to snd_una. SACKed segments keep their marks, so only what the peer
-            // has not SACKed is sent again (as Linux; RFC 2018 §8 would clear them in case
-            // the receiver reneged, at the cost of resending what it holds).
+            // has not SACKed is sent again, unless the first unacknowledged one is marked:
+            // then the receiver reneged and every mark goes.
+            recovery::clear_if_reneged(tcb);
             tcb.snd_nxt = tcb.snd_una;
             tcb.snd_nxt_idx = output::index_of(tcb, tcb.snd_una);
         }

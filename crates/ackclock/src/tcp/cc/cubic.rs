@@ -4,6 +4,7 @@
 //! with C = 0.4 segments/s^3 as the rational 4/10; K comes from an integer cube root.
 //! β = 7/10 and the Reno-friendly α = 3(1-β)/(1+β) = 9/17 are rationals too.
 
+use super::newreno::abc_limit;
 use super::{initial_window, Ack, CongestionControl};
 use crate::time::{Duration, Instant};
 
@@ -67,7 +68,10 @@ pub struct Cubic {
     epoch: Option<(Instant, u64)>,
     /// Reno-friendly estimate W_est, bytes × 1024.
     w_est: u64,
-    /// The last reduction was an RTO: the next epoch takes K = 0 and W_max = cwnd (§4.8).
+    /// The next epoch takes K = 0 and W_max = cwnd at its start: after an RTO (§4.8), or
+    /// when HyStart++ ended slow start without a loss and there is no W_max (§4.10).
+    restart_at_cwnd: bool,
+    /// In the slow start that follows a retransmission timeout (RFC 3465 §2.3: L = 1 SMSS).
     after_rto: bool,
     rounds: Rounds,
 }
@@ -110,6 +114,7 @@ impl Cubic {
             cwnd_prior: 0,
             epoch: None,
             w_est: (cwnd as u64) << 10,
+            restart_at_cwnd: false,
             after_rto: false,
             rounds: Rounds { window_end: 0, last_min: None, current_min: None, samples: 0 },
         }
@@ -147,6 +152,8 @@ impl Cubic {
         let reduced = (flight.max(self.smss) as u64 * BETA_NUM / BETA_DEN) as u32;
         self.ssthresh = reduced.max(2 * self.smss);
         self.epoch = None;
+        // This loss sets W_max; an earlier RTO's or HyStart++'s restart no longer applies.
+        self.restart_at_cwnd = false;
         self.phase = Phase::Avoidance;
     }
 
@@ -190,7 +197,12 @@ impl Cubic {
                     self.phase = Phase::SlowStart;
                 } else if round_over {
                     if rounds + 1 >= CSS_ROUNDS {
+                        // RFC 9406 §4.2: enter congestion avoidance with ssthresh = cwnd.
+                        // RFC 9438 §4.10: no loss, so no W_max yet: cwnd_prior = cwnd, and
+                        // the cubic curve starts here with K = 0 and W_max = cwnd.
                         self.ssthresh = self.cwnd;
+                        self.cwnd_prior = self.cwnd;
+                        self.restart_at_cwnd = true;
                         self.phase = Phase::Avoidance;
                     } else {
                         self.phase = Phase::Css { rounds: rounds + 1, baseline };
@@ -211,10 +223,10 @@ impl Cubic {
         let (start, k) = match self.epoch {
             Some(e) => e,
             None => {
-                if self.after_rto {
-                    // §4.8: after a timeout, K = 0 and W_max is the window at this point.
+                if self.restart_at_cwnd {
+                    // §4.8 / §4.10: K = 0 and W_max is the window at this point.
                     self.w_max = self.cwnd;
-                    self.after_rto = false;
+                    self.restart_at_cwnd = false;
                 }
                 let k = Cubic::k_micros(self.w_max, self.cwnd, self.smss);
                 self.w_est = (self.cwnd as u64) << 10;
@@ -265,8 +277,12 @@ impl CongestionControl for Cubic {
         if self.cwnd < self.ssthresh && self.phase != Phase::Avoidance {
             self.slow_start(ack);
         } else if self.cwnd < self.ssthresh {
-            // After an RTO: slow start back up to ssthresh (RFC 5681).
-            self.cwnd = self.cwnd.saturating_add(ack.acked.min(L_SEGMENTS * self.smss)).min(self.ssthresh);
+            // After an RTO (or an idle restart): slow start back up to ssthresh (RFC 5681).
+            let l = if self.after_rto { abc_limit(true) } else { L_SEGMENTS };
+            self.cwnd = self.cwnd.saturating_add(ack.acked.min(l * self.smss)).min(self.ssthresh);
+            if self.cwnd >= self.ssthresh {
+                self.after_rto = false;
+            }
         } else {
             self.phase = Phase::Avoidance;
             self.avoidance(ack);
@@ -276,6 +292,7 @@ impl CongestionControl for Cubic {
     fn on_loss(&mut self, _now: Instant, flight: u32) {
         self.congestion_event(flight);
         self.cwnd = self.ssthresh;
+        self.after_rto = false;
     }
 
     fn on_rto(&mut self, _now: Instant, flight: Option<u32>) {
@@ -285,6 +302,7 @@ impl CongestionControl for Cubic {
             self.epoch = None;
         }
         self.cwnd = self.smss;
+        self.restart_at_cwnd = true;
         self.after_rto = true;
     }
 
@@ -351,6 +369,17 @@ mod tests {
         c.on_loss(Instant::ZERO, 70 * SMSS);
         assert_eq!(c.w_max, 70 * SMSS * 17 / 20);
         assert_eq!(c.ssthresh(), 49 * SMSS);
+    }
+
+    #[test]
+    fn slow_start_after_a_timeout_counts_one_smss_per_ack() {
+        // RFC 3465 §2.3, as in NewReno: L = 1 SMSS until cwnd is back at ssthresh.
+        let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
+        c.cwnd = 20 * SMSS;
+        c.on_rto(Instant::ZERO, Some(20 * SMSS));
+        assert_eq!((c.cwnd(), c.ssthresh()), (SMSS, 14 * SMSS));
+        c.on_ack(&ack(Instant::ZERO, 3 * SMSS, 10));
+        assert_eq!(c.cwnd(), 2 * SMSS);
     }
 
     #[test]
@@ -436,5 +465,9 @@ mod tests {
         // ssthresh took cwnd at the switch; the round's remaining ACKs grew it in avoidance,
         // by (target − cwnd)/cwnd per ACK: well under one segment.
         assert!(c.ssthresh() <= c.cwnd() && c.cwnd() - c.ssthresh() < SMSS, "{} {}", c.ssthresh(), c.cwnd());
+        // RFC 9438 §4.10: no loss yet, so the curve starts at the window where slow start
+        // ended: W_max = cwnd_prior = that cwnd, K = 0.
+        assert_eq!((c.w_max, c.cwnd_prior), (c.ssthresh(), c.ssthresh()));
+        assert_eq!(c.epoch.map(|e| e.1), Some(0));
     }
 }

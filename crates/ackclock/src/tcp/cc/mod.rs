@@ -18,7 +18,7 @@ use core::fmt;
 /// Which algorithm a connection runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Algorithm {
-    /// RFC 5681 + RFC 6582 + RFC 3465 (L = 2 SMSS). The default.
+    /// RFC 5681 + RFC 6582 + RFC 3465 (L = 2 SMSS, 1 SMSS after a timeout). The default.
     #[default]
     NewReno,
     /// RFC 9438, optionally with HyStart++ (RFC 9406).

@@ -1,6 +1,7 @@
 //! NewReno's window (RFC 5681, RFC 6582, RFC 3465): slow start with appropriate byte
-//! counting (L = 2 SMSS), congestion avoidance at one SMSS per window of data acknowledged,
-//! halving on loss (Van Jacobson's "why 1/2": seed 003).
+//! counting (L = 2 SMSS, 1 SMSS in the slow start after a timeout), congestion avoidance at
+//! one SMSS per window of data acknowledged, halving on loss (Van Jacobson's "why 1/2":
+//! seed 003).
 
 use super::{initial_window, Ack, CongestionControl};
 use crate::time::Instant;
@@ -12,13 +13,27 @@ pub struct NewReno {
     ssthresh: u32,
     /// Bytes acknowledged since cwnd last grew in congestion avoidance (RFC 3465 §2.1).
     bytes_acked: u32,
+    /// In the slow start that follows a retransmission timeout.
+    after_rto: bool,
 }
 
 impl NewReno {
     pub fn new(smss: u32, iw_segments: u32) -> NewReno {
         let smss = smss.max(1);
         // RFC 5681 §3.1: ssthresh starts "arbitrarily high".
-        NewReno { smss, cwnd: initial_window(smss, iw_segments), ssthresh: u32::MAX, bytes_acked: 0 }
+        NewReno { smss, cwnd: initial_window(smss, iw_segments), ssthresh: u32::MAX, bytes_acked: 0, after_rto: false }
+    }
+}
+
+/// RFC 3465 §2.3's L, in segments: 2 (L = 2 SMSS balances delayed ACKs), but 1 in the slow
+/// start that follows a retransmission timeout, where an ACK may cover segments that reached
+/// the receiver long ago (their ACKs were lost) and says nothing about the network's
+/// capacity now. FreeBSD keeps that L for the whole slow start after the timeout too.
+pub(crate) fn abc_limit(after_rto: bool) -> u32 {
+    if after_rto {
+        1
+    } else {
+        2
     }
 }
 
@@ -42,12 +57,13 @@ impl CongestionControl for NewReno {
 
     fn on_ack(&mut self, ack: &Ack) {
         if self.cwnd < self.ssthresh {
-            // Slow start, RFC 3465 §2.2: grow by the bytes acknowledged, at most L = 2 SMSS
-            // per ACK, and not past ssthresh in one step.
-            let grow = ack.acked.min(2 * self.smss);
+            // Slow start, RFC 3465 §2.2: grow by the bytes acknowledged, at most L SMSS per
+            // ACK, and not past ssthresh in one step.
+            let grow = ack.acked.min(abc_limit(self.after_rto) * self.smss);
             self.cwnd = self.cwnd.saturating_add(grow).min(self.ssthresh.max(self.cwnd));
             if self.cwnd >= self.ssthresh {
                 self.bytes_acked = 0;
+                self.after_rto = false;
             }
         } else {
             // Congestion avoidance, RFC 3465 §2.1: +1 SMSS once a window's worth is acked.
@@ -63,6 +79,7 @@ impl CongestionControl for NewReno {
         self.ssthresh = half_flight(flight, self.smss);
         self.cwnd = self.ssthresh;
         self.bytes_acked = 0;
+        self.after_rto = false;
     }
 
     fn on_rto(&mut self, _now: Instant, flight: Option<u32>) {
@@ -71,6 +88,7 @@ impl CongestionControl for NewReno {
         }
         self.cwnd = self.smss;
         self.bytes_acked = 0;
+        self.after_rto = true;
     }
 
     fn on_recovery_end(&mut self, _now: Instant) {
@@ -111,6 +129,23 @@ mod tests {
         assert_eq!(c.cwnd(), 3000);
         c.on_ack(&ack(4000));
         assert_eq!(c.cwnd(), 5000);
+    }
+
+    #[test]
+    fn slow_start_after_a_timeout_counts_one_smss_per_ack() {
+        // RFC 3465 §2.3: L = 1 SMSS in the slow start after an RTO, 2 SMSS again once it is
+        // over.
+        let mut c = NewReno::new(1000, 10);
+        c.on_rto(Instant::ZERO, Some(8000));
+        assert_eq!((c.cwnd(), c.ssthresh()), (1000, 4000));
+        c.on_ack(&ack(3000));
+        assert_eq!(c.cwnd(), 2000);
+        c.on_ack(&ack(3000));
+        c.on_ack(&ack(3000));
+        assert_eq!(c.cwnd(), 4000, "at ssthresh");
+        c.on_idle(Instant::ZERO, 1000);
+        c.on_ack(&ack(3000));
+        assert_eq!(c.cwnd(), 3000, "a slow start after idle, not after a timeout: L = 2");
     }
 
     #[test]
