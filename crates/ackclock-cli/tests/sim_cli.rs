@@ -87,8 +87,28 @@ fn sharing_plots_flows_and_jain() {
 #[test]
 fn loss_sweep_plots_against_mathis() {
     let dir = out_dir("loss-sweep");
-    let j = sim("loss-sweep", &dir, &[]);
+    let pcaps = dir.join("pcap");
+    let j = sim("loss-sweep", &dir, &["--pcap", pcaps.to_str().unwrap()]);
     check_plots(&dir, "loss-sweep");
+    // One capture per algorithm (its run at RTT 60 ms, 1% loss), not one per run.
+    assert_eq!(j["pcap_run"], serde_json::json!({"rtt_ms": 60, "loss": 0.01}));
+    let want: Vec<PathBuf> = ["cubic", "newreno", "newreno-sack"]
+        .iter()
+        .map(|a| pcaps.join(format!("loss-sweep-{a}-60ms-1pct.pcap")))
+        .collect();
+    let listed: Vec<PathBuf> =
+        j["pcaps"].as_array().unwrap().iter().map(|p| PathBuf::from(p.as_str().unwrap())).collect();
+    assert_eq!(listed, want);
+    assert_eq!(std::fs::read_dir(&pcaps).unwrap().count(), 3);
+    for p in &want {
+        let pcap = std::fs::read(p).expect("pcap written");
+        assert_eq!(pcap[..4], 0xa1b2_3c4du32.to_le_bytes(), "{}: a nanosecond pcap", p.display());
+        // 30 simulated seconds at about 2.4 Mb/s of goodput: megabytes of whole frames.
+        assert!(pcap.len() > 5_000_000, "{}: {} bytes", p.display(), pcap.len());
+    }
+    if have_tshark() {
+        assert!(check_capture(&want[2]) > 5000);
+    }
     let points = j["points"].as_array().unwrap();
     assert_eq!(points.len(), 21, "7 loss rates × 3 RTTs");
     // Goodput falls as loss grows, for every algorithm at every RTT.
