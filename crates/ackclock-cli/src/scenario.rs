@@ -14,6 +14,8 @@
 //! `--pcap DIR` captures the sender's frames (both directions, whole), one file per run:
 //! `<scenario>.pcap`, `sharing-flow<i>.pcap` per flow, and for `loss-sweep` one run per
 //! algorithm rather than all 63 ([`runs::SWEEP_CAPTURE`]). The summary lists the files.
+//! Scenarios that take more than a second (`sharing`, `loss-sweep`) show a progress bar on
+//! a terminal, not with `--json`.
 //!
 //! The simulations are in [`runs`] (library only, shared with the library's scenario
 //! tests), the trace analyses in [`analysis`], the plots in `plot`.
@@ -28,6 +30,7 @@ mod plot;
 #[allow(dead_code)]
 pub mod runs;
 
+use crate::progress::Progress;
 use ackclock::tcp::cc::Algorithm;
 use ackclock::time::{Duration, Instant};
 use analysis::secs;
@@ -184,11 +187,22 @@ fn run_inner(args: &SimArgs) -> Res<()> {
             (timeout_summary(&r), plot::render(&args.out, &plot::TimeoutFig(&r))?)
         }
         Scenario::Sharing => {
-            let r = runs::sharing(args.seed, args.flows.into(), args.cc.algorithm(), args.duration, &pcap);
+            let mut progress =
+                Progress::new(args.duration, "{bar:40} {pos}/{len} simulated s {elapsed}<{eta}", !args.json);
+            let r = runs::sharing(args.seed, args.flows.into(), args.cc.algorithm(), args.duration, &pcap, &mut |t| {
+                progress.set(t.total_nanos() / 1_000_000_000)
+            });
+            progress.finish();
             (sharing_summary(&r), plot::render(&args.out, &plot::SharingFig(&r))?)
         }
         Scenario::LossSweep => {
-            let r = runs::loss_sweep(args.seed, &pcap);
+            let total = runs::SWEEP_RTT_MS.len() * runs::SWEEP_ALGOS.len() * runs::SWEEP_LOSS.len();
+            let progress =
+                Mutex::new(Progress::new(total as u64, "{bar:40} {pos}/{len} runs {elapsed}<{eta}", !args.json));
+            let r = runs::loss_sweep(args.seed, &pcap, &|done| {
+                progress.lock().unwrap_or_else(|e| e.into_inner()).set(done as u64)
+            });
+            progress.into_inner().unwrap_or_else(|e| e.into_inner()).finish();
             let fig = plot::SweepFig { series: &r, rate_bps: runs::SWEEP_RATE, mss: 1448 };
             (sweep_summary(&r), plot::render(&args.out, &fig)?)
         }

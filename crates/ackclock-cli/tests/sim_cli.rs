@@ -19,6 +19,8 @@ fn sim(scenario: &str, dir: &Path, extra: &[&str]) -> serde_json::Value {
         .output()
         .expect("run ackclock");
     assert!(out.status.success(), "ackclock sim {scenario}: {}", String::from_utf8_lossy(&out.stderr));
+    // No progress bar (nor anything else) on a stderr that is not a terminal.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "ackclock sim {scenario}: stderr");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary on stdout");
     assert_eq!(json["scenario"], scenario);
     json

@@ -205,8 +205,16 @@ pub const SHARING_RATE: u64 = 10_000_000;
 
 /// `flows` bulk flows (flow i starts 2i seconds in) from the left to the right side of a
 /// dumbbell whose bottleneck is 10 Mb/s, 20 ms each way (access links 100 Mb/s, 1 ms),
-/// for `secs` seconds. Each sender's frames go to `pcap("sharing-flow<i>")`.
-pub fn sharing(seed: u64, flows: usize, algorithm: Algorithm, secs: u64, pcap: PcapFiles) -> Sharing {
+/// for `secs` seconds. Each sender's frames go to `pcap("sharing-flow<i>")`; `progress`
+/// is told the simulated time every half second of it.
+pub fn sharing(
+    seed: u64,
+    flows: usize,
+    algorithm: Algorithm,
+    secs: u64,
+    pcap: PcapFiles,
+    progress: &mut dyn FnMut(Instant),
+) -> Sharing {
     let tcp = tcp_config(1 << 20, algorithm, true);
     let mut w = World::new(seed);
     let access = LinkConfig::ethernet100().with_delay(Duration::from_millis(1));
@@ -262,6 +270,7 @@ pub fn sharing(seed: u64, flows: usize, algorithm: Algorithm, secs: u64, pcap: P
                 bytes[i].push(receivers[i].received - last[i]);
                 last[i] = receivers[i].received;
             }
+            progress(next_bin);
             next_bin += bin;
         }
         now < end
@@ -362,8 +371,9 @@ pub fn sweep_capture_stem(label: &str) -> String {
 /// Goodput against random loss for each algorithm and RTT ([`sweep_path`]), 25 s
 /// measured after 5 s of warm-up. Runs spread over the available cores; each is a function of the
 /// seed alone, so the result is too. The run at [`SWEEP_CAPTURE`] of each algorithm is
-/// captured to `pcap(`[`sweep_capture_stem`]`)`.
-pub fn loss_sweep(seed: u64, pcap: PcapFiles) -> Vec<SweepSeries> {
+/// captured to `pcap(`[`sweep_capture_stem`]`)`; `done` is told how many runs have
+/// finished, after each one.
+pub fn loss_sweep(seed: u64, pcap: PcapFiles, done: &(dyn Fn(usize) + Sync)) -> Vec<SweepSeries> {
     let mut jobs = Vec::new();
     for (ri, &rtt) in SWEEP_RTT_MS.iter().enumerate() {
         for (ai, &(_, algo, sack)) in SWEEP_ALGOS.iter().enumerate() {
@@ -375,6 +385,7 @@ pub fn loss_sweep(seed: u64, pcap: PcapFiles) -> Vec<SweepSeries> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let results = std::sync::Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -387,6 +398,7 @@ pub fn loss_sweep(seed: u64, pcap: PcapFiles) -> Vec<SweepSeries> {
                 let (bps, t) = goodput(run_seed, config, &tcp, 5.0, 25.0, capture);
                 let rtos = t.path.a.tcp_info(t.sender.conn).map_or(0, |i| i.stats.rtos);
                 results.lock().unwrap_or_else(|e| e.into_inner()).push((ri, ai, li, bps, rtos));
+                done(finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
             });
         }
     });
