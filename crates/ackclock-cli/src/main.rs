@@ -3,6 +3,7 @@
 mod decode;
 #[cfg(target_os = "linux")]
 mod fetch;
+mod progress;
 #[cfg(target_os = "linux")]
 mod relay;
 mod scenario;

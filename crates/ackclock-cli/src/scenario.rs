@@ -11,6 +11,12 @@
 //!   beside the Mathis et al. model.
 //! - `rtt`: the RTO estimator (seed 003) on a path whose delay varies.
 //!
+//! `--pcap DIR` captures the sender's frames (both directions, whole), one file per run:
+//! `<scenario>.pcap`, `sharing-flow<i>.pcap` per flow, and for `loss-sweep` one run per
+//! algorithm rather than all 63 ([`runs::SWEEP_CAPTURE`]). The summary lists the files.
+//! Scenarios that take more than a second (`sharing`, `loss-sweep`) show a progress bar on
+//! a terminal, not with `--json`.
+//!
 //! The simulations are in [`runs`] (library only, shared with the library's scenario
 //! tests), the trace analyses in [`analysis`], the plots in `plot`.
 
@@ -24,6 +30,7 @@ mod plot;
 #[allow(dead_code)]
 pub mod runs;
 
+use crate::progress::Progress;
 use ackclock::tcp::cc::Algorithm;
 use ackclock::time::{Duration, Instant};
 use analysis::secs;
@@ -32,6 +39,7 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
@@ -90,7 +98,8 @@ pub struct SimArgs {
     /// Seed of every random draw (ISNs, ports, link impairments, jitter).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Also write pcaps of the sender's frames (one per flow) into this directory.
+    /// Also write pcaps of the sender's frames into this directory: one per run (per flow
+    /// for sharing; for loss-sweep, each algorithm's run at RTT 60 ms and 1% loss).
     #[arg(long)]
     pcap: Option<PathBuf>,
     /// Print the summary as JSON.
@@ -128,62 +137,109 @@ struct Summary {
     json: Value,
 }
 
+/// The capture files of a run: opened on demand (from the sweep's threads too), and
+/// remembered for the summary.
+struct Pcaps<'a> {
+    dir: Option<&'a Path>,
+    written: Mutex<Vec<PathBuf>>,
+    error: Mutex<Option<String>>,
+}
+
+impl Pcaps<'_> {
+    /// `<dir>/<stem>.pcap`, or `None` without `--pcap` or if it cannot be created (the
+    /// error fails the command once the run is over).
+    fn open(&self, stem: &str) -> runs::PcapOut {
+        let path = self.dir?.join(format!("{stem}.pcap"));
+        match std::fs::File::create(&path) {
+            Ok(f) => {
+                self.written.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                Some(Box::new(std::io::BufWriter::new(f)))
+            }
+            Err(e) => {
+                self.error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(format!("{}: {e}", path.display()));
+                None
+            }
+        }
+    }
+}
+
 fn run_inner(args: &SimArgs) -> Res<()> {
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     if let Some(dir) = &args.pcap {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let name = args.scenario.name();
-    let pcap = |stem: &str| -> Res<runs::PcapOut> {
-        match &args.pcap {
-            Some(dir) => {
-                let path = dir.join(format!("{stem}.pcap"));
-                let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                Ok(Some(Box::new(std::io::BufWriter::new(f))))
-            }
-            None => Ok(None),
-        }
-    };
+    let pcaps = Pcaps { dir: args.pcap.as_deref(), written: Mutex::new(Vec::new()), error: Mutex::new(None) };
+    let pcap = |stem: &str| pcaps.open(stem);
     let wall = std::time::Instant::now();
     let (mut summary, files) = match args.scenario {
         Scenario::Slowstart => {
-            let r = runs::slowstart(args.seed, pcap(name)?);
+            let r = runs::slowstart(args.seed, pcap(name));
             (slowstart_summary(&r), plot::render(&args.out, &plot::SlowStartFig(&r))?)
         }
         Scenario::FastRecovery => {
             let r =
-                runs::fast_recovery(args.seed, args.sack, Instant::from_millis(runs::FAST_RECOVERY_AT_MS), pcap(name)?);
+                runs::fast_recovery(args.seed, args.sack, Instant::from_millis(runs::FAST_RECOVERY_AT_MS), pcap(name));
             (fast_recovery_summary(&r), plot::render(&args.out, &plot::FastRecoveryFig(&r))?)
         }
         Scenario::Timeout => {
-            let r = runs::timeout(args.seed, pcap(name)?);
+            let r = runs::timeout(args.seed, pcap(name));
             (timeout_summary(&r), plot::render(&args.out, &plot::TimeoutFig(&r))?)
         }
         Scenario::Sharing => {
-            let r =
-                runs::sharing(args.seed, args.flows.into(), args.cc.algorithm(), args.duration, args.pcap.as_deref());
+            let mut progress =
+                Progress::new(args.duration, "{bar:40} {pos}/{len} simulated s {elapsed}<{eta}", !args.json);
+            let r = runs::sharing(args.seed, args.flows.into(), args.cc.algorithm(), args.duration, &pcap, &mut |t| {
+                progress.set(t.total_nanos() / 1_000_000_000)
+            });
+            progress.finish();
             (sharing_summary(&r), plot::render(&args.out, &plot::SharingFig(&r))?)
         }
         Scenario::LossSweep => {
-            let r = runs::loss_sweep(args.seed);
+            let total = runs::SWEEP_RTT_MS.len() * runs::SWEEP_ALGOS.len() * runs::SWEEP_LOSS.len();
+            let progress =
+                Mutex::new(Progress::new(total as u64, "{bar:40} {pos}/{len} runs {elapsed}<{eta}", !args.json));
+            let r = runs::loss_sweep(args.seed, &pcap, &|done| {
+                progress.lock().unwrap_or_else(|e| e.into_inner()).set(done as u64)
+            });
+            progress.into_inner().unwrap_or_else(|e| e.into_inner()).finish();
             let fig = plot::SweepFig { series: &r, rate_bps: runs::SWEEP_RATE, mss: 1448 };
             (sweep_summary(&r), plot::render(&args.out, &fig)?)
         }
         Scenario::Rtt => {
-            let r = runs::rtt(args.seed, pcap(name)?);
+            let r = runs::rtt(args.seed, pcap(name));
             (rtt_summary(&r), plot::render(&args.out, &plot::RttFig(&r))?)
         }
     };
+    if let Some(e) = pcaps.error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(format!("pcap: {e}").into());
+    }
     let files: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    let mut captures = pcaps.written.into_inner().unwrap_or_else(|e| e.into_inner());
+    captures.sort();
+    let captures: Vec<String> = captures.iter().map(|p| p.display().to_string()).collect();
     let _ = writeln!(summary.text, "plots: {}", files.join(", "));
-    if let Some(dir) = &args.pcap {
-        let _ = writeln!(summary.text, "pcaps in {}", dir.display());
+    if args.scenario == Scenario::LossSweep && !captures.is_empty() {
+        let (rtt, p) = runs::SWEEP_CAPTURE;
+        let _ = writeln!(summary.text, "pcaps (each algorithm's run at RTT {rtt} ms, {}% loss):", p * 100.0);
+        for c in &captures {
+            let _ = writeln!(summary.text, "  {c}");
+        }
+    } else if !captures.is_empty() {
+        let _ = writeln!(summary.text, "pcaps: {}", captures.join(", "));
     }
     let _ = writeln!(summary.text, "(seed {}, {:.2} s of wall time)", args.seed, wall.elapsed().as_secs_f64());
     if let Value::Object(m) = &mut summary.json {
         m.insert("scenario".into(), json!(name));
         m.insert("seed".into(), json!(args.seed));
         m.insert("plots".into(), json!(files));
+        if args.pcap.is_some() {
+            m.insert("pcaps".into(), json!(captures));
+            if args.scenario == Scenario::LossSweep {
+                let (rtt, p) = runs::SWEEP_CAPTURE;
+                m.insert("pcap_run".into(), json!({"rtt_ms": rtt, "loss": p}));
+            }
+        }
     }
     let json_text = serde_json::to_string_pretty(&summary.json)?;
     write_file(&args.out.join(format!("{name}.txt")), &summary.text)?;

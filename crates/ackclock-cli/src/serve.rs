@@ -13,6 +13,10 @@
 //! chargen and HTTP bodies are generated, not buffered. SIGINT/SIGTERM end it: connections
 //! are reset, listeners closed, and the TAP goes away with its descriptor if serve created
 //! it.
+//!
+//! Output: a start-up line on stdout once the services listen, and a summary on exit (to
+//! stderr); with `--json`, both are one JSON object per line on stdout instead, with
+//! `"event": "ready"` and `"event": "exit"`.
 
 use ackclock::buf::Pool;
 use ackclock::iface::InterfaceConfig;
@@ -47,6 +51,9 @@ pub struct ServeArgs {
     /// Impair the TAP both ways (`phy::Impaired`): e.g. loss=2%,delay=20ms,reorder=5%:10ms.
     #[arg(long, value_name = "SPEC")]
     impair: Option<crate::relay::ImpairSpec>,
+    /// Print the start-up line and the exit summary as JSON objects on stdout, one a line.
+    #[arg(long)]
+    json: bool,
 }
 
 /// An IPv4 address with a prefix length.
@@ -151,13 +158,22 @@ fn serve(args: ServeArgs) -> Result<(), String> {
                 stack.tcp_listen(any, port, 128).map(|l| (l, svc)).map_err(|e| format!("listen {port}: {e}"))
             })
             .collect::<Result<_, _>>()?;
-    println!(
-        "ackclock serve: tap {name} ({}), stack {}{}{}; discard:9 echo:7 chargen:19 http:80; ready",
-        if args.plain { "plain" } else { "offload" },
-        args.addr,
-        args.host_addr.map_or(String::new(), |h| format!(", host {h}")),
-        netns.map_or(String::new(), |n| format!(", netns {n}")),
-    );
+    let tap_mode = if args.plain { "plain" } else { "offload" };
+    if args.json {
+        let ready = serde_json::json!({
+            "event": "ready", "tap": name, "mode": tap_mode, "addr": args.addr.to_string(),
+            "host_addr": args.host_addr.map(|h| h.to_string()), "netns": netns,
+            "services": { "discard": 9, "echo": 7, "chargen": 19, "http": 80 },
+        });
+        println!("{ready}");
+    } else {
+        println!(
+            "ackclock serve: tap {name} ({tap_mode}), stack {}{}{}; discard:9 echo:7 chargen:19 http:80; ready",
+            args.addr,
+            args.host_addr.map_or(String::new(), |h| format!(", host {h}")),
+            netns.map_or(String::new(), |n| format!(", netns {n}")),
+        );
+    }
     let _ = std::io::stdout().flush();
 
     let mut conns: Vec<Conn> = Vec::new();
@@ -205,6 +221,30 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     }
     stack.transmit(clock(), &mut tap);
     let (d, c) = (tap.stats(), *tap.inner().counters());
+    if args.json {
+        let impairment = args.impair.is_some().then(|| {
+            let (tx, rx) = tap.impair_stats();
+            let one = |s: ackclock::phy::ImpairStats| {
+                serde_json::json!({
+                    "passed": s.passed, "lost": s.lost, "reordered": s.reordered,
+                    "duplicated": s.duplicated, "overflow": s.overflow,
+                })
+            };
+            serde_json::json!({ "tx": one(tx), "rx": one(rx) })
+        });
+        let exit = serde_json::json!({
+            "event": "exit",
+            "connections": accepted,
+            "reset_at_exit": open,
+            "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes, "gso": c.rx_gso, "csum_partial": c.rx_csum_partial },
+            "tx": { "frames": d.tx_frames, "bytes": d.tx_bytes },
+            "dropped": d.tx_dropped + d.rx_dropped,
+            "impairment": impairment,
+            "error": result.as_ref().err(),
+        });
+        println!("{exit}");
+        return result;
+    }
     if args.impair.is_some() {
         let (tx, rx) = tap.impair_stats();
         eprintln!("ackclock serve: {}", crate::relay::impair_report(tx, rx));

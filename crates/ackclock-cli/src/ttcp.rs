@@ -14,15 +14,14 @@ mod plot;
 mod sweep;
 mod transfer;
 
+use crate::progress::Progress;
 use ackclock::sim::link::serialization;
 use ackclock::sim::{Channel, Duplex, Impairments, LinkConfig, Loss, QueueLimit, Reorder};
 use ackclock::tcp::cc::Algorithm;
 use ackclock::time::Duration;
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use model::{duration_text, parse_duration, parse_rate, parse_size, queue_text, rate_text, Ceiling, Size};
 use serde_json::{json, Value};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant as WallClock;
@@ -416,38 +415,6 @@ fn rates(o: &Outcome, bytes: u64, setup: &Setup) -> Rates {
         task_kbps: task / 1024.0,
         wire_mbps: busy * setup.link.a_to_b.rate_bps as f64 / secs / 1e6,
         of_max: task / setup.ceiling.bytes_per_sec,
-    }
-}
-
-/// A progress bar on stderr, shown only on a terminal and only once the work has taken
-/// more than a second.
-struct Progress {
-    bar: ProgressBar,
-    start: WallClock,
-    shown: bool,
-    enabled: bool,
-}
-
-impl Progress {
-    fn new(len: u64, template: &str, enabled: bool) -> Progress {
-        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
-        if let Ok(style) = ProgressStyle::with_template(template) {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        let enabled = enabled && std::io::stderr().is_terminal();
-        Progress { bar, start: WallClock::now(), shown: false, enabled }
-    }
-
-    fn set(&mut self, pos: u64) {
-        self.bar.set_position(pos);
-        if self.enabled && !self.shown && self.start.elapsed().as_secs_f64() > 1.0 {
-            self.shown = true;
-            self.bar.set_draw_target(ProgressDrawTarget::stderr());
-        }
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
     }
 }
 

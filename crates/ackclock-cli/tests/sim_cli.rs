@@ -1,5 +1,5 @@
 //! `ackclock sim`: every scenario runs, writes a non-empty PNG and SVG and a summary, and
-//! the JSON summary parses.
+//! the JSON summary parses; its captures decode cleanly in tshark.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +19,8 @@ fn sim(scenario: &str, dir: &Path, extra: &[&str]) -> serde_json::Value {
         .output()
         .expect("run ackclock");
     assert!(out.status.success(), "ackclock sim {scenario}: {}", String::from_utf8_lossy(&out.stderr));
+    // No progress bar (nor anything else) on a stderr that is not a terminal.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "ackclock sim {scenario}: stderr");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary on stdout");
     assert_eq!(json["scenario"], scenario);
     json
@@ -87,8 +89,28 @@ fn sharing_plots_flows_and_jain() {
 #[test]
 fn loss_sweep_plots_against_mathis() {
     let dir = out_dir("loss-sweep");
-    let j = sim("loss-sweep", &dir, &[]);
+    let pcaps = dir.join("pcap");
+    let j = sim("loss-sweep", &dir, &["--pcap", pcaps.to_str().unwrap()]);
     check_plots(&dir, "loss-sweep");
+    // One capture per algorithm (its run at RTT 60 ms, 1% loss), not one per run.
+    assert_eq!(j["pcap_run"], serde_json::json!({"rtt_ms": 60, "loss": 0.01}));
+    let want: Vec<PathBuf> = ["cubic", "newreno", "newreno-sack"]
+        .iter()
+        .map(|a| pcaps.join(format!("loss-sweep-{a}-60ms-1pct.pcap")))
+        .collect();
+    let listed: Vec<PathBuf> =
+        j["pcaps"].as_array().unwrap().iter().map(|p| PathBuf::from(p.as_str().unwrap())).collect();
+    assert_eq!(listed, want);
+    assert_eq!(std::fs::read_dir(&pcaps).unwrap().count(), 3);
+    for p in &want {
+        let pcap = std::fs::read(p).expect("pcap written");
+        assert_eq!(pcap[..4], 0xa1b2_3c4du32.to_le_bytes(), "{}: a nanosecond pcap", p.display());
+        // 30 simulated seconds at about 2.4 Mb/s of goodput: megabytes of whole frames.
+        assert!(pcap.len() > 5_000_000, "{}: {} bytes", p.display(), pcap.len());
+    }
+    if have_tshark() {
+        assert!(check_capture(&want[2]) > 5000);
+    }
     let points = j["points"].as_array().unwrap();
     assert_eq!(points.len(), 21, "7 loss rates × 3 RTTs");
     // Goodput falls as loss grows, for every algorithm at every RTT.
@@ -123,4 +145,82 @@ fn text_summary_by_default_and_bad_arguments_fail() {
     assert!(!bad.status.success(), "at most 8 flows");
     let bad = Command::new(env!("CARGO_BIN_EXE_ackclock")).args(["sim", "no-such-scenario"]).output().unwrap();
     assert!(!bad.status.success());
+}
+
+fn have_tshark() -> bool {
+    match Command::new("tshark").arg("--version").output() {
+        Ok(o) if o.status.success() => true,
+        _ => {
+            println!("SKIP: tshark is not installed (scripts/test installs it: apt-get install tshark)");
+            false
+        }
+    }
+}
+
+/// tshark's output for a capture, with IPv4 and TCP checksums verified.
+fn tshark(pcap: &Path, args: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE"])
+        .args(args)
+        .output()
+        .expect("run tshark");
+    assert!(out.status.success(), "tshark {args:?} on {}: {}", pcap.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("tshark prints UTF-8")
+}
+
+/// Every frame of `pcap` is recorded whole and decodes as Ethernet/IPv4/TCP (or ARP) with
+/// good checksums; no frame is malformed. Returns the number of TCP frames.
+fn check_capture(pcap: &Path) -> usize {
+    let fields = tshark(
+        pcap,
+        &[
+            "-T",
+            "fields",
+            "-e",
+            "frame.protocols",
+            "-e",
+            "frame.cap_len",
+            "-e",
+            "frame.len",
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "tcp.checksum.status",
+        ],
+    );
+    let mut tcp = 0;
+    for line in fields.lines() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        assert_eq!(cols.len(), 5, "{}: {line}", pcap.display());
+        assert_eq!(cols[1], cols[2], "{}: a frame recorded whole: {line}", pcap.display());
+        match cols[0] {
+            "eth:ethertype:ip:tcp" | "eth:ethertype:ip:tcp:data" => {
+                assert_eq!(cols[3..], ["1", "1"], "{}: IPv4 and TCP checksums verified good: {line}", pcap.display());
+                tcp += 1;
+            }
+            "eth:ethertype:arp" => {}
+            other => panic!("{}: a frame decoded as {other}", pcap.display()),
+        }
+    }
+    let broken = tshark(pcap, &["-Y", "tcp.checksum.status == Bad || ip.checksum.status == Bad || _ws.malformed"]);
+    assert_eq!(broken.lines().count(), 0, "{}: bad checksums or malformed frames:\n{broken}", pcap.display());
+    tcp
+}
+
+#[test]
+fn tshark_decodes_every_frame_of_the_scenario_captures() {
+    if !have_tshark() {
+        return;
+    }
+    // A two-host scenario (the shaper drops a segment) and a dumbbell (captures per sender).
+    let dir = out_dir("tshark");
+    let pcaps = dir.join("pcap");
+    sim("fast-recovery", &dir, &["--pcap", pcaps.to_str().unwrap()]);
+    assert!(check_capture(&pcaps.join("fast-recovery.pcap")) > 3000, "the whole run is in the capture");
+    sim("sharing", &dir, &["--pcap", pcaps.to_str().unwrap(), "--flows", "2", "--duration", "6"]);
+    for flow in 0..2 {
+        assert!(check_capture(&pcaps.join(format!("sharing-flow{flow}.pcap"))) > 1000);
+    }
 }

@@ -17,7 +17,7 @@ use ackclock::tcp::cc::Algorithm;
 fn two_newreno_flows_share_a_dumbbell_fairly() {
     // The second flow starts 2 s after the first, so the first holds the whole link when
     // it arrives: AIMD has to take the share back.
-    let r = runs::sharing(1, 2, Algorithm::NewReno, 60, None);
+    let r = runs::sharing(1, 2, Algorithm::NewReno, 60, &|_| None, &mut |_| {});
     println!("last-half goodput {:?} b/s, Jain {:.4}", r.last_half_bps, r.jain);
     assert!(r.jain >= 0.95, "Jain's index {:.4} over the last half", r.jain);
     let total: f64 = r.last_half_bps.iter().sum();

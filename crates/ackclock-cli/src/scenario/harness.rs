@@ -27,9 +27,6 @@ pub const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 /// The port the receivers listen on.
 pub const PORT: u16 = 5001;
 
-/// Bytes of each frame a capture keeps (headers with options; payload is not interesting).
-const SNAPLEN: u32 = 128;
-
 /// A stack configuration for scenario hosts: the given TCP settings and a pool large enough
 /// for send and receive buffers of a few megabytes.
 pub fn stack_config(addr: Ipv4Addr, prefix_len: u8, seed: u64, tcp: &TcpConfig) -> StackConfig {
@@ -378,9 +375,10 @@ impl Path {
     }
 
     /// Record every frame host A sends (before the shaper, so dropped frames show) and
-    /// receives, headers only.
+    /// receives, whole: a truncated frame cannot have its checksums verified, and `sim
+    /// sharing`'s captures (through `World`) are whole too.
     pub fn capture(&mut self, out: impl Write + Send + 'static) -> io::Result<()> {
-        self.pcap = Some(PcapWriter::with_snaplen(Box::new(out) as Box<dyn Write + Send>, Resolution::Nanos, SNAPLEN)?);
+        self.pcap = Some(PcapWriter::new(Box::new(out) as Box<dyn Write + Send>, Resolution::Nanos)?);
         Ok(())
     }
 

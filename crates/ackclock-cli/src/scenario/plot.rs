@@ -9,6 +9,7 @@ use super::analysis::{self, secs};
 use super::runs::{FastRecovery, RttRun, Sharing, SlowStart, SweepSeries, Timeout};
 use ackclock::time::Instant;
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -86,6 +87,23 @@ fn title_style() -> TextStyle<'static> {
 
 fn legend_line(c: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3))
+}
+
+/// The legend swatch of a dashed line: the same dashes (in pixels) as the line.
+fn legend_dashed(
+    c: RGBColor,
+    dash: i32,
+    gap: i32,
+) -> impl Fn((i32, i32)) -> DashedPathElement<std::vec::IntoIter<(i32, i32)>, i32> {
+    move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 22, y)], dash, gap, c.stroke_width(3))
+}
+
+/// A wide line through `points`, drawn one segment at a time. plotters fills a wide
+/// polyline as one polygon, and where the line turns sharply (a zigzag of samples) that
+/// polygon folds over itself and stretches of the line come out one pixel thin; a single
+/// segment is a plain quadrilateral.
+fn polyline(points: &[(f64, f64)], style: ShapeStyle) -> impl Iterator<Item = PathElement<(f64, f64)>> + '_ {
+    points.windows(2).map(move |w| PathElement::new(vec![w[0], w[1]], style))
 }
 
 fn legend_dot(c: RGBColor) -> impl Fn((i32, i32)) -> Circle<(i32, i32), i32> {
@@ -203,7 +221,7 @@ impl Figure for SlowStartFig<'_> {
         let ideal: Vec<(f64, f64)> = (0..=n).map(|k| (k as f64 + 0.5, first * 2f64.powf(k as f64 + 0.5))).collect();
         c.draw_series(DashedLineSeries::new(ideal, 8, 6, GREY.stroke_width(2)))?
             .label(format!("{:.0} × 2^k (doubling)", first))
-            .legend(legend_line(GREY));
+            .legend(legend_dashed(GREY, 8, 6));
         let measured: Vec<(f64, f64)> =
             r.rounds.iter().enumerate().map(|(i, x)| ((i + 1) as f64, f64::from(x.cwnd) / mss)).collect();
         c.draw_series(LineSeries::new(measured.clone(), BLUE.stroke_width(2)))?;
@@ -401,7 +419,7 @@ impl Figure for FastRecoveryFig<'_> {
         if !ss.is_empty() {
             c.draw_series(DashedLineSeries::new(steps(&ss), 8, 5, ORANGE.stroke_width(2)))?
                 .label("ssthresh")
-                .legend(legend_line(ORANGE));
+                .legend(legend_dashed(ORANGE, 8, 5));
         }
         c.configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
@@ -468,7 +486,7 @@ impl Figure for TimeoutFig<'_> {
         c.draw_series(LineSeries::new(steps(&cw), BLUE.stroke_width(2)))?.label("cwnd").legend(legend_line(BLUE));
         c.draw_series(DashedLineSeries::new(steps(&ss), 8, 5, ORANGE.stroke_width(2)))?
             .label("ssthresh")
-            .legend(legend_line(ORANGE));
+            .legend(legend_dashed(ORANGE, 8, 5));
         for &t in &r.rtos {
             c.draw_series(std::iter::once(PathElement::new(
                 vec![(secs(t), 0.0), (secs(t), ymax)],
@@ -577,12 +595,24 @@ impl Figure for SharingFig<'_> {
             .iter()
             .map(|s| thin(&s.iter().map(|(t, x)| (secs(*t), f64::from(x.cwnd) / mss)).collect::<Vec<_>>(), 3000))
             .collect();
-        let ymax = max_f(series.iter().flatten().map(|p| p.1)) * 1.1;
+        // Scaled to the shared phase: the first flow's slow start, alone on the link, can
+        // reach several times the window the flows settle at and would flatten the rest.
+        let peak = max_f(series.iter().flatten().map(|p| p.1));
+        let settled = max_f(series.iter().flatten().filter(|p| p.0 >= t_end / 2.0).map(|p| p.1));
+        let ymax = if settled > 0.0 { peak.min(2.0 * settled) } else { peak } * 1.1;
+        let cut = peak > ymax;
+        let series: Vec<Vec<(f64, f64)>> =
+            series.into_iter().map(|s| s.into_iter().map(|(t, y)| (t, y.min(ymax))).collect()).collect();
+        let caption = if cut {
+            "congestion window of each flow (flow i starts at 2i s; early peaks cut off at the top)".to_string()
+        } else {
+            "congestion window of each flow (flow i starts at 2i s)".to_string()
+        };
         let mut c = ChartBuilder::on(&top)
             .margin(15)
             .x_label_area_size(45)
             .y_label_area_size(75)
-            .caption("congestion window of each flow (flow i starts at 2i s)", ("sans-serif", 19))
+            .caption(caption, ("sans-serif", 19))
             .build_cartesian_2d(0.0..t_end, 0.0..ymax)?;
         c.configure_mesh()
             .x_desc("time (s)")
@@ -636,14 +666,18 @@ impl Figure for SharingFig<'_> {
             let col = PALETTE[i % PALETTE.len()];
             let pts: Vec<(f64, f64)> =
                 b.iter().enumerate().map(|(k, &n)| ((k as f64 + 1.0) * bin, n as f64 * 8.0 / bin / 1e6)).collect();
-            c.draw_series(LineSeries::new(pts, col.stroke_width(2)))?
+            c.draw_series(polyline(&pts, col.stroke_width(2)))?
                 .label(format!("flow {i}: {:.2} Mb/s in the last half", r.last_half_bps[i] / 1e6))
                 .legend(legend_line(col));
         }
-        let fair = rate / r.flows as f64;
+        // The most goodput the bottleneck carries: a full frame is the payload plus 90 bytes
+        // on the wire (TCP 20 + timestamps 12, IPv4 20, Ethernet 14 + FCS 4, preamble 8,
+        // inter-frame gap 12); the ACKs go the other way.
+        let ceiling = rate * mss / (mss + 90.0);
+        let fair = ceiling / r.flows as f64;
         c.draw_series(DashedLineSeries::new(vec![(0.0, fair), (t_end, fair)], 8, 6, BLACK.stroke_width(2)))?
-            .label(format!("fair share {fair:.2} Mb/s"))
-            .legend(legend_line(BLACK));
+            .label(format!("fair share {fair:.2} Mb/s ({ceiling:.2} Mb/s of goodput / {})", r.flows))
+            .legend(legend_dashed(BLACK, 8, 6));
         c.configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
             .label_font(("sans-serif", LEGEND))
@@ -716,16 +750,14 @@ impl Figure for SweepFig<'_> {
                 .collect();
             c.draw_series(DashedLineSeries::new(model, 9, 6, BLACK.stroke_width(2)))?
                 .label("Mathis model")
-                .legend(legend_line(BLACK));
+                .legend(legend_dashed(BLACK, 9, 6));
             c.draw_series(DashedLineSeries::new(vec![(x0, rate), (x1, rate)], 3, 4, GREY.stroke_width(2)))?
                 .label("link rate")
-                .legend(legend_line(GREY));
+                .legend(legend_dashed(GREY, 3, 4));
             for (i, s) in self.series.iter().filter(|s| s.rtt == *rtt).enumerate() {
                 let col = colours[i % colours.len()];
                 let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.0 * 100.0, (p.1 / 1e6).max(0.2))).collect();
-                c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?
-                    .label(s.label)
-                    .legend(legend_line(col));
+                c.draw_series(polyline(&pts, col.stroke_width(2)))?.label(s.label).legend(legend_line(col));
                 c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, col.filled())))?;
             }
             c.configure_series_labels()
@@ -824,13 +856,11 @@ impl Figure for RttFig<'_> {
         c.draw_series(samples.iter().map(|&p| Circle::new(p, 2, GREY.filled())))?
             .label("measured RTT samples")
             .legend(legend_dot(GREY));
-        c.draw_series(LineSeries::new(srtt, BLUE.stroke_width(2)))?.label("SRTT").legend(legend_line(BLUE));
+        c.draw_series(polyline(&srtt, BLUE.stroke_width(2)))?.label("SRTT").legend(legend_line(BLUE));
         c.draw_series(DashedLineSeries::new(est, 6, 4, CYAN_.stroke_width(2)))?
             .label("SRTT + 4·RTTVAR")
-            .legend(legend_line(CYAN_));
-        c.draw_series(LineSeries::new(rto, RED_.stroke_width(2)))?
-            .label("RTO (at least 200 ms)")
-            .legend(legend_line(RED_));
+            .legend(legend_dashed(CYAN_, 6, 4));
+        c.draw_series(polyline(&rto, RED_.stroke_width(2)))?.label("RTO (at least 200 ms)").legend(legend_line(RED_));
         for &t in &r.rtos {
             c.draw_series(std::iter::once(Cross::new((secs(t), ymax * 0.9), 8, RED_.stroke_width(3))))?;
         }

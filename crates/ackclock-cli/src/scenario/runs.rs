@@ -14,6 +14,10 @@ use std::io::Write;
 /// Where a run writes its pcap, if anywhere.
 pub type PcapOut = Option<Box<dyn Write + Send>>;
 
+/// Opens the capture of one of a scenario's runs, given a file stem (`sharing-flow0`);
+/// `None` for no capture. Called from the sweep's worker threads.
+pub type PcapFiles<'a> = &'a (dyn Fn(&str) -> PcapOut + Sync);
+
 fn start_capture(t: &mut Transfer, pcap: PcapOut) {
     if let Some(out) = pcap {
         t.path.capture(out).expect("pcap header");
@@ -105,21 +109,24 @@ pub fn fast_recovery(seed: u64, sack: bool, at: Instant, pcap: PcapOut) -> FastR
 // ---------------------------------------------------------------------------------------
 
 /// Throughput of one bulk transfer over `secs` of simulated time (after `warmup`), in
-/// bits per second of goodput.
+/// bits per second of goodput; the whole run is captured to `pcap`, if given.
 pub fn goodput(
     seed: u64,
     config: LinkConfig,
     tcp: &ackclock::tcp::TcpConfig,
     warmup: f64,
     secs: f64,
+    pcap: PcapOut,
 ) -> (f64, Transfer) {
     let tcp = tcp.clone();
     let mut t = Transfer::new(seed, config, &tcp, None);
     t.path.a.set_tracing(false);
+    start_capture(&mut t, pcap);
     let w = Instant::from_nanos((warmup * 1e9) as u64);
     t.run_until(w);
     let before = t.receiver.received;
     t.run_until(Instant::from_nanos(((warmup + secs) * 1e9) as u64));
+    end_capture(&mut t);
     let bits = (t.receiver.received - before) as f64 * 8.0;
     (bits / secs, t)
 }
@@ -198,13 +205,15 @@ pub const SHARING_RATE: u64 = 10_000_000;
 
 /// `flows` bulk flows (flow i starts 2i seconds in) from the left to the right side of a
 /// dumbbell whose bottleneck is 10 Mb/s, 20 ms each way (access links 100 Mb/s, 1 ms),
-/// for `secs` seconds.
+/// for `secs` seconds. Each sender's frames go to `pcap("sharing-flow<i>")`; `progress`
+/// is told the simulated time every half second of it.
 pub fn sharing(
     seed: u64,
     flows: usize,
     algorithm: Algorithm,
     secs: u64,
-    pcap_dir: Option<&std::path::Path>,
+    pcap: PcapFiles,
+    progress: &mut dyn FnMut(Instant),
 ) -> Sharing {
     let tcp = tcp_config(1 << 20, algorithm, true);
     let mut w = World::new(seed);
@@ -217,14 +226,11 @@ pub fn sharing(
     };
     let d =
         Dumbbell::build(&mut w, &config, |addr, prefix, seed| super::harness::stack_config(addr, prefix, seed, &tcp));
-    if let Some(dir) = pcap_dir {
-        for (i, &s) in d.senders.iter().enumerate() {
-            match std::fs::File::create(dir.join(format!("sharing-flow{i}.pcap"))) {
-                Ok(f) => {
-                    if let Err(e) = w.capture(s, std::io::BufWriter::new(f), ackclock::phy::Resolution::Nanos) {
-                        eprintln!("pcap: {e}");
-                    }
-                }
+    let mut captured = Vec::new();
+    for (i, &s) in d.senders.iter().enumerate() {
+        if let Some(out) = pcap(&format!("sharing-flow{i}")) {
+            match w.capture(s, out, ackclock::phy::Resolution::Nanos) {
+                Ok(()) => captured.push(s),
                 Err(e) => eprintln!("pcap: {e}"),
             }
         }
@@ -264,6 +270,7 @@ pub fn sharing(
                 bytes[i].push(receivers[i].received - last[i]);
                 last[i] = receivers[i].received;
             }
+            progress(next_bin);
             next_bin += bin;
         }
         now < end
@@ -285,11 +292,9 @@ pub fn sharing(
         };
         samples.push(analysis::samples(&records));
     }
-    if pcap_dir.is_some() {
-        for &s in &d.senders {
-            if let Some(Err(e)) = w.end_capture(s) {
-                eprintln!("pcap: {e}");
-            }
+    for s in captured {
+        if let Some(Err(e)) = w.end_capture(s) {
+            eprintln!("pcap: {e}");
         }
     }
     // Goodput over the last half of the run, from the bins.
@@ -352,10 +357,23 @@ pub fn sweep_path(rtt_ms: u64, p: f64, algo: Algorithm, sack: bool) -> (LinkConf
     (config, tcp_config(window, algo, sack))
 }
 
+/// The sweep point captured for each algorithm (`ackclock sim loss-sweep --pcap`): one
+/// run each rather than all 63, at the middle RTT and a loss rate at which every algorithm
+/// is recovering most of the time. (RTT in ms, loss probability.)
+pub const SWEEP_CAPTURE: (u64, f64) = (60, 0.01);
+
+/// The file stem of an algorithm's captured sweep run: `loss-sweep-newreno-sack-60ms-1pct`.
+pub fn sweep_capture_stem(label: &str) -> String {
+    let (rtt, p) = SWEEP_CAPTURE;
+    format!("loss-sweep-{}-{rtt}ms-{}pct", label.to_lowercase().replace('+', "-"), p * 100.0)
+}
+
 /// Goodput against random loss for each algorithm and RTT ([`sweep_path`]), 25 s
 /// measured after 5 s of warm-up. Runs spread over the available cores; each is a function of the
-/// seed alone, so the result is too.
-pub fn loss_sweep(seed: u64) -> Vec<SweepSeries> {
+/// seed alone, so the result is too. The run at [`SWEEP_CAPTURE`] of each algorithm is
+/// captured to `pcap(`[`sweep_capture_stem`]`)`; `done` is told how many runs have
+/// finished, after each one.
+pub fn loss_sweep(seed: u64, pcap: PcapFiles, done: &(dyn Fn(usize) + Sync)) -> Vec<SweepSeries> {
     let mut jobs = Vec::new();
     for (ri, &rtt) in SWEEP_RTT_MS.iter().enumerate() {
         for (ai, &(_, algo, sack)) in SWEEP_ALGOS.iter().enumerate() {
@@ -367,6 +385,7 @@ pub fn loss_sweep(seed: u64) -> Vec<SweepSeries> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let results = std::sync::Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -374,9 +393,12 @@ pub fn loss_sweep(seed: u64) -> Vec<SweepSeries> {
                 let Some(&(ri, ai, li, rtt, algo, sack, p)) = jobs.get(j) else { break };
                 let (config, tcp) = sweep_path(rtt, p, algo, sack);
                 let run_seed = seed.wrapping_mul(1000).wrapping_add(j as u64);
-                let (bps, t) = goodput(run_seed, config, &tcp, 5.0, 25.0);
+                let capture =
+                    if (rtt, p) == SWEEP_CAPTURE { pcap(&sweep_capture_stem(SWEEP_ALGOS[ai].0)) } else { None };
+                let (bps, t) = goodput(run_seed, config, &tcp, 5.0, 25.0, capture);
                 let rtos = t.path.a.tcp_info(t.sender.conn).map_or(0, |i| i.stats.rtos);
                 results.lock().unwrap_or_else(|e| e.into_inner()).push((ri, ai, li, bps, rtos));
+                done(finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
             });
         }
     });

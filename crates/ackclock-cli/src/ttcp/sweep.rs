@@ -1,7 +1,8 @@
 //! `--sweep`: seed 000's grid of send x receive socket buffers, in random order.
 
 use super::transfer::{self, Outcome};
-use super::{plot, rates, Progress, Rates, Setup, TtcpArgs};
+use super::{plot, rates, Rates, Setup, TtcpArgs};
+use crate::progress::Progress;
 use ackclock::sim::Rng;
 use serde_json::{json, Value};
 use std::fmt::Write as _;

@@ -26,6 +26,12 @@ pub use pipe::{pipe, PipeConfig, PipeEnd};
 #[cfg(target_os = "linux")]
 pub use tap::{Tap, TapConfig, TapCounters, TapMode};
 
+/// The simulated link, under the device layer's name (issue 5 asks for `phy::SimLink`): it is
+/// [`sim::Link`](crate::sim::Link), whose two ends ([`sim::LinkEnd`](crate::sim::LinkEnd))
+/// are [`Device`]s. It lives in `sim`, beside the event loop that advances it on virtual
+/// time; this re-export is the same type, not a copy.
+pub use crate::sim::Link as SimLink;
+
 use crate::buf::PBuf;
 use crate::time::Instant;
 use std::collections::VecDeque;
