@@ -237,7 +237,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             "connections": accepted,
             "reset_at_exit": open,
             "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes, "gso": c.rx_gso, "csum_partial": c.rx_csum_partial },
-            "tx": { "frames": d.tx_frames, "bytes": d.tx_bytes },
+            "tx": { "frames": d.tx_frames, "bytes": d.tx_bytes, "tso": c.tx_gso },
             "dropped": d.tx_dropped + d.rx_dropped,
             "impairment": impairment,
             "error": result.as_ref().err(),

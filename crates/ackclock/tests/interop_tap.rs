@@ -79,10 +79,16 @@ struct Serve {
 
 impl Serve {
     fn start(ns: &mut NetNs, mode: TapMode) -> Serve {
+        Serve::start_with(ns, mode, &[])
+    }
+
+    /// With `extra` options (e.g. `--impair SPEC`).
+    fn start_with(ns: &mut NetNs, mode: TapMode, extra: &[&str]) -> Serve {
         let tap = ns.tap_name().to_string();
         ns.adopt(&tap);
         let mut cmd = Command::new(cli());
         cmd.args(["serve", "--tap", &tap, "--addr", STACK_CIDR, "--host-addr", HOST_CIDR, "--netns", ns.name()]);
+        cmd.args(extra);
         if mode == TapMode::Plain {
             cmd.arg("--plain");
         }
@@ -339,14 +345,18 @@ sys.exit(0 if bytes(got) == data else 1)
 "#;
 
 fn echo_half_close(mode: TapMode) {
+    echo_half_close_with(mode, &[]);
+}
+
+fn echo_half_close_with(mode: TapMode, extra: &[&str]) -> String {
     if skip(&["python3"]) {
-        return;
+        return String::new();
     }
     let mut ns = NetNs::new();
-    let mut serve = Serve::start(&mut ns, mode);
+    let mut serve = Serve::start_with(&mut ns, mode, extra);
     let n = 10 * 1024 * 1024;
     let out =
-        ns.command(180, "python3").args(["-c", ECHO_CLIENT, STACK_ADDR, &n.to_string()]).output().expect("run python3");
+        ns.command(300, "python3").args(["-c", ECHO_CLIENT, STACK_ADDR, &n.to_string()]).output().expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout);
     let log = serve.stop();
     assert!(out.status.success(), "echo client: {text} {}\nserve: {log}", String::from_utf8_lossy(&out.stderr));
@@ -355,8 +365,46 @@ fn echo_half_close(mode: TapMode) {
         // Linux's 10 MB arrive as coalesced GSO frames with partial checksums.
         assert!(!log.contains("(0 GSO") && !log.contains(" 0 partial csum"), "no offload seen: {log}");
     }
+    log
 }
 both_modes!(echo_10mb_half_close, echo_half_close);
+
+/// Loss, delay and reordering as the other interop runs use them (2%, 20 ms each way, 5%
+/// reordered by 10 ms), injected by `serve --impair` per wire segment (offload frames are
+/// cut first): returns whether the exit report shows frames lost both ways.
+const IMPAIR: &str = "loss=2%,delay=20ms,reorder=5%:10ms,seed=3";
+
+fn lost_both_ways(log: &str) -> bool {
+    // "impairment: tx N passed, M lost, ...; rx N passed, M lost, ..."
+    let lost: Vec<u64> = log.split(" lost").filter_map(|s| s.rsplit(' ').next().and_then(|n| n.parse().ok())).collect();
+    lost.len() >= 2 && lost.iter().take(2).all(|&l| l > 0)
+}
+
+both_modes!(echo_10mb_half_close_impaired, |mode| {
+    let log = echo_half_close_with(mode, &["--impair", IMPAIR]);
+    assert!(log.is_empty() || lost_both_ways(&log), "no loss injected? {log}");
+});
+
+// 50 parallel downloads (256 KB each) through the same impairment, all byte-exact.
+both_modes!(curl_parallel_50_impaired, |mode: TapMode| {
+    if skip(&["curl"]) {
+        return;
+    }
+    let mut ns = NetNs::new();
+    let mut serve = Serve::start_with(&mut ns, mode, &["--impair", IMPAIR]);
+    let n = 256_000u64;
+    let want = pattern_sha256(n);
+    let children: Vec<Child> = (0..50).map(|_| spawn_curl(&ns, n, 240)).collect();
+    let readers: Vec<_> = children.into_iter().map(|c| std::thread::spawn(move || finish_curl(c))).collect();
+    for (i, r) in readers.into_iter().enumerate() {
+        let (len, sum, status, err) = r.join().unwrap();
+        assert!(status.success(), "curl #{i} failed: {status} {err}");
+        assert_eq!(len, n, "curl #{i} body length");
+        assert!(sum == want, "curl #{i} body differs from the pattern");
+    }
+    let log = serve.stop();
+    assert!(lost_both_ways(&log), "no loss injected? {log}");
+});
 
 /// A SYN to a port nobody listens on is answered with RST: curl says "connection refused"
 /// (exit code 7), at once rather than after a timeout.
