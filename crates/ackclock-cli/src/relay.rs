@@ -198,6 +198,19 @@ pub(crate) fn impaired(tap: Tap, spec: Option<&ImpairSpec>, rx_buffers: usize) -
     }
 }
 
+/// Let the last frames out at exit (the resets of open connections), including those an
+/// impairment still holds back for its delay; at most a second.
+pub(crate) fn flush_at_exit(stack: &mut Stack, dev: &mut impl Device, now: impl Fn() -> Instant) {
+    let end = now() + Duration::from_secs(1);
+    loop {
+        stack.transmit(now(), dev);
+        match dev.poll_at() {
+            Some(t) if now() < end => std::thread::sleep(t.saturating_duration_since(now()).min(MAX_WAIT)),
+            _ => break,
+        }
+    }
+}
+
 /// `tx ... rx ...` counters of an impairment, for the exit report.
 pub(crate) fn impair_report(tx: ImpairStats, rx: ImpairStats) -> String {
     let one = |s: ImpairStats| {
@@ -974,7 +987,8 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     for l in listeners {
         let _ = stack.tcp_unlisten(l);
     }
-    stack.transmit(link.now(), &mut link.dev);
+    let start = link.clock_start;
+    flush_at_exit(&mut stack, &mut link.dev, || Instant::from_secs(1) + start.elapsed());
     records.sort_by_key(|r| r.id);
     for r in &records {
         eprintln!(

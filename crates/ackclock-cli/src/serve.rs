@@ -219,7 +219,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     for (l, _) in listeners {
         let _ = stack.tcp_unlisten(l);
     }
-    stack.transmit(clock(), &mut tap);
+    crate::relay::flush_at_exit(&mut stack, &mut tap, clock);
     let (d, c) = (tap.stats(), *tap.inner().counters());
     if args.json {
         let impairment = args.impair.is_some().then(|| {

@@ -85,8 +85,11 @@ struct Proc {
 impl Proc {
     /// Spawn `cmd` and wait (at most 60 s) for a stdout line containing `ready`.
     fn start(what: &'static str, mut cmd: Command, ready: &str) -> Proc {
-        let mut child =
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+        let mut child = netns::die_with_parent(&mut cmd)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
         let mut err = child.stderr.take().unwrap();
         let stderr = std::thread::spawn(move || {
             let mut s = String::new();

@@ -92,7 +92,11 @@ impl Serve {
         if mode == TapMode::Plain {
             cmd.arg("--plain");
         }
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn ackclock serve");
+        let mut child = netns::die_with_parent(&mut cmd)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ackclock serve");
         let mut err = child.stderr.take().unwrap();
         let stderr = std::thread::spawn(move || {
             let mut s = String::new();

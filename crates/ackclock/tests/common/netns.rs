@@ -1,6 +1,6 @@
 //! Private network namespaces for interop tests with the Linux kernel as the peer.
 //!
-//! Names are unique per process and call (`ackc-<pid>-<n>-<rand>`, TAPs `akt<pid>-<n>`), so
+//! Names are unique per process and call (`ackc-<pid>-<n>-<rand>`, TAPs `ak<pid in hex>-<n>`), so
 //! tests run in parallel. Dropping a [`NetNs`] deletes the namespace, and with it every
 //! address in it, and any link it was given that is still in the root namespace. Addresses
 //! exist only inside the namespace; no default route is ever added, so nothing is routed
@@ -41,6 +41,20 @@ fn probe() -> Option<String> {
     }
     let _ = ip(&["netns", "del", &probe]);
     None
+}
+
+/// Have `cmd`'s process get SIGTERM when the thread that spawns it ends (Linux
+/// `PR_SET_PDEATHSIG`), so that a test killed or failing hard leaves no server running. A
+/// test's own thread outlives its children's normal stop in `Drop`.
+pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        })
+    }
 }
 
 /// Whether a tool is on PATH (for tests that need curl, ping, python3, ...).
@@ -88,8 +102,9 @@ impl NetNs {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let name = format!("ackc-{pid}-{n}-{:04x}", (nanos ^ (nanos >> 16)) & 0xffff);
-        // IFNAMSIZ: 15 characters at most.
-        let tap = format!("akt{}-{n}", pid % 100_000);
+        // Unique among live processes (the whole pid, in hex to fit IFNAMSIZ's 15 characters:
+        // pid_max is 2^22), so that no run opens another run's TAP.
+        let tap = format!("ak{pid:x}-{n:x}");
         ip(&["netns", "add", &name]).unwrap();
         let ns = NetNs { name, tap, links: Vec::new() };
         ns.ip(&["link", "set", "lo", "up"]);
