@@ -67,6 +67,13 @@ impl Stack {
     /// A stack for a device with `caps`. Allocates its pool and rings now.
     pub fn new(config: StackConfig, caps: Capabilities, now: Instant) -> Result<Stack, PoolConfigError> {
         let pool = Pool::new(config.pool)?;
+        // A frame must fit one pool buffer behind its headroom, so the stack's MTU is the
+        // device's capped there: with a jumbo MTU and small buffers, TCP would otherwise
+        // advertise an MSS it cannot receive, and cut every segment it sends short of its
+        // own MSS (which Nagle then holds back as a runt).
+        let mut caps = caps;
+        let room = pool.buffer_size().saturating_sub(pool.headroom());
+        caps.mtu = caps.mtu.min(room.saturating_sub(crate::wire::ethernet::HEADER_LEN));
         let mut tcp = Tcp::new(config.tcp, config.seed, now);
         if tcp.config.tso && caps.tso_max > 0 {
             // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)

@@ -213,3 +213,52 @@ fn any_destination_listener_accepts_connections_to_other_addresses() {
         }));
     }
 }
+
+/// A jumbo MTU with pool buffers too small for it: the stack's MTU is capped at what a buffer
+/// holds (1728-byte buffers, 160 of headroom: 1554), so both ends advertise MSS 1514 instead
+/// of 8960, every segment is full-sized, and a megabyte crosses in well under a second of
+/// virtual time (short segments would each wait for an ACK under Nagle).
+#[test]
+fn jumbo_mtu_with_small_buffers_uses_the_mss_a_buffer_holds() {
+    use ackclock::phy::{pipe, Capabilities, PipeConfig};
+    use ackclock::time::Instant;
+    let caps = Capabilities::ethernet(9000);
+    let (mut da, mut db) = pipe(PipeConfig { depth: 4096, capabilities: caps });
+    let now = Instant::from_secs(1);
+    let mut a = ackclock::Stack::new(common::config(common::A, 1), caps, now).unwrap();
+    let mut b = ackclock::Stack::new(common::config(B, 2), caps, now).unwrap();
+    assert_eq!(a.iface().capabilities().mtu, 1554);
+    let l = b.tcp_listen(B, 80, 4).unwrap();
+    let c = a.tcp_connect(B, 80).unwrap();
+    let data = vec![0x5au8; 1 << 20];
+    let (mut t, mut s, mut sent, mut got) = (now, None, 0, 0);
+    let mut buf = vec![0u8; 1 << 16];
+    while got < data.len() && t < now + Duration::from_secs(10) {
+        a.receive(t, &mut da);
+        b.receive(t, &mut db);
+        s = s.or_else(|| b.tcp_accept(l).ok());
+        if let Ok(n) = a.tcp_send(c, &data[sent..]) {
+            sent += n;
+        }
+        if let Some(s) = s {
+            while let Ok(n) = b.tcp_recv(s, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+        }
+        a.transmit(t, &mut da);
+        b.transmit(t, &mut db);
+        let next = [a.poll_at(), b.poll_at()].into_iter().flatten().min();
+        t = match next {
+            _ if da.pending() + db.pending() > 0 => t + Duration::from_micros(10),
+            Some(n) if n > t => n,
+            _ => t + Duration::from_micros(10),
+        };
+    }
+    assert_eq!(got, data.len());
+    let info = a.tcp_info(c).unwrap();
+    assert_eq!((info.smss, info.eff_mss), (1514, 1502));
+    assert!(t < now + Duration::from_millis(500), "took {:?} of virtual time", t.saturating_duration_since(now));
+}
