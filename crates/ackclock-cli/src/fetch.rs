@@ -4,7 +4,7 @@
 //! `Connection: close`, reads the response head (status line and `Content-Length`), and
 //! then the body: until `Content-Length` bytes, or the server's FIN when there is none. The
 //! body goes to `--output` (`-` for stdout) or is counted and dropped. Chunked responses are
-//! not decoded. The host must be an IPv4 address on the TAP's subnet (no DNS, no gateway).
+//! not decoded. The host is an IPv4 address (no DNS): on the TAP's subnet, or beyond `--gateway`.
 //!
 //! The loop is `serve`'s: `stack.receive`, client step, `stack.transmit`, sleep on the TAP
 //! until a frame or the next timer (the impairment's included). Exit status 0 for a `2xx`
@@ -22,7 +22,7 @@ use std::process::ExitCode;
 /// Download a URL (http://A.B.C.D[:PORT]/PATH) with the stack as the TCP client, over a TAP.
 #[derive(Args)]
 pub struct FetchArgs {
-    /// http://A.B.C.D[:PORT]/PATH; the address must be on the TAP's subnet.
+    /// http://A.B.C.D[:PORT]/PATH; the address is on the TAP's subnet or reached through --gateway.
     url: String,
     #[command(flatten)]
     link: LinkArgs,
@@ -164,8 +164,8 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
     let (addr, port, path) = parse_url(&args.url)?;
     let me = args.link.addr;
     let mask = if me.prefix == 0 { 0 } else { u32::MAX << (32 - me.prefix as u32) };
-    if (addr.to_bits() ^ me.addr.to_bits()) & mask != 0 {
-        return Err(format!("{addr} is not on {me} (no gateway here)"));
+    if (addr.to_bits() ^ me.addr.to_bits()) & mask != 0 && args.link.gateway.is_none() {
+        return Err(format!("{addr} is not on {me}, and there is no --gateway"));
     }
     if args.json && args.output.as_deref() == Some(std::path::Path::new("-")) {
         return Err("--json and --output - both write to stdout".into());

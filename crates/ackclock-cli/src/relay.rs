@@ -246,6 +246,9 @@ pub(crate) struct LinkArgs {
     /// Record the frames the stack sends and receives in this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
+    /// The stack's default gateway: the next hop for addresses outside --addr's prefix.
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<Ipv4Addr>,
 }
 
 /// The device under the stack: the TAP, impaired, and perhaps recorded.
@@ -312,6 +315,7 @@ pub(crate) struct Link {
     pub name: String,
     clock_start: std::time::Instant,
     impair: bool,
+    gateway: Option<Ipv4Addr>,
 }
 
 impl Link {
@@ -341,7 +345,13 @@ impl Link {
                 LinkDev::Recorded(Capture::new(dev, pcap))
             }
         };
-        Ok(Link { dev, name, clock_start: std::time::Instant::now(), impair: args.impair.is_some() })
+        Ok(Link {
+            dev,
+            name,
+            clock_start: std::time::Instant::now(),
+            impair: args.impair.is_some(),
+            gateway: args.gateway,
+        })
     }
 
     /// The stack's clock: its epoch is one second before the link opened, so no timestamp
@@ -355,6 +365,7 @@ impl Link {
     pub fn stack(&self, addr: Cidr, any_destination: bool) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
         config.iface.any_destination = any_destination;
+        config.iface.gateway = self.gateway;
         let caps = self.dev.capabilities();
         config.pool = stack_pool(&caps);
         Stack::new(config, caps, self.now()).map_err(|e| format!("stack: {e}"))

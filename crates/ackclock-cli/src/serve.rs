@@ -54,6 +54,9 @@ pub struct ServeArgs {
     /// Print the start-up line and the exit summary as JSON objects on stdout, one a line.
     #[arg(long)]
     json: bool,
+    /// The stack's default gateway: the next hop for addresses outside --addr's prefix.
+    #[arg(long, value_name = "ADDR")]
+    gateway: Option<Ipv4Addr>,
 }
 
 /// An IPv4 address with a prefix length.
@@ -148,6 +151,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     // The stack's epoch is one second before start, so no timestamp is zero.
     let clock = || Instant::from_secs(1) + clock_start.elapsed();
     let mut config = StackConfig::new(InterfaceConfig::new(args.addr.addr, args.addr.prefix));
+    config.iface.gateway = args.gateway;
     config.pool = crate::relay::stack_pool(&tap.capabilities());
     let mut stack = Stack::new(config, tap.capabilities(), clock()).map_err(|e| format!("stack: {e}"))?;
     let any = Ipv4Addr::UNSPECIFIED;

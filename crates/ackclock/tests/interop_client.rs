@@ -395,6 +395,31 @@ both_modes!(fetch_10mb_nft_loss, |mode| {
     download(mode, &[], true);
 });
 
+/// Routing through a default gateway (`--gateway`): the file is served from 10.88.0.1, an
+/// address on the namespace's loopback and off the TAP's 10.77.0.0/24, so the stack must send
+/// to the gateway's MAC (Linux's side of the TAP, 10.77.0.1), which delivers it locally and
+/// answers back through its route to 10.77.0.0/24. Without `--gateway` fetch refuses the URL.
+#[test]
+fn fetch_through_the_default_gateway() {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    let dir = TempDir::new();
+    let n = 1024 * 1024;
+    let want = random_file(&dir.0, "f.bin", n, 0x6a7e);
+    let mut ns = NetNs::new();
+    ns.ip(&["addr", "add", "10.88.0.1/32", "dev", "lo"]);
+    let _server = ns_http_server(&ns, &dir.0);
+    let out = dir.0.join("got");
+    let url = "http://10.88.0.1:8000/f.bin";
+    let refused = fetch(&mut NetNs::new(), Mode::Offload, url, &out, &[], 30);
+    assert!(!refused.ok && refused.log.contains("--gateway"), "{}", refused.log);
+    let f = fetch(&mut ns, Mode::Offload, url, &out, &["--gateway", HOST_ADDR], 60);
+    assert!(f.ok, "fetch failed: {}\n{}", f.json, f.log);
+    assert_eq!(json_u64(&f.json, "bytes"), Some(n as u64), "{}", f.json);
+    assert!(file_sha256(&out) == want, "downloaded bytes differ from the file's");
+}
+
 /// The handshake's options, from fetch's own capture (`--pcap`): the stack's SYN and
 /// Linux's SYN-ACK both carry MSS, window scale, SACK-permitted and timestamps.
 #[test]

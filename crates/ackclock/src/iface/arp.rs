@@ -95,6 +95,11 @@ impl ArpCache {
         self.requested.remove(&ip);
     }
 
+    /// Whether there is an entry for `ip`, fresh or expired (RFC 826's merge test).
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        self.entries.contains_key(&ip)
+    }
+
     /// The Ethernet address for `ip`, if known and fresh.
     #[inline]
     pub fn lookup(&self, now: Instant, ip: Ipv4Addr) -> Option<EthernetAddress> {

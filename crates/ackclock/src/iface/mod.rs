@@ -266,8 +266,9 @@ impl Interface {
             return;
         };
         let for_us = arp.target_protocol_addr == self.config.addr;
-        // RFC 826 "merge": refresh a known sender; learn it if the packet is for us.
-        if for_us || self.arp.lookup(now, arp.source_protocol_addr).is_some() {
+        // RFC 826 "merge": refresh a sender we have an entry for (expired or not); learn it
+        // if the packet is for us.
+        if for_us || self.arp.contains(arp.source_protocol_addr) {
             self.arp.learn(now, arp.source_protocol_addr, arp.source_hardware_addr);
             self.flush_pending(now, arp.source_protocol_addr, tx, pool, counters);
         }
@@ -428,4 +429,63 @@ pub(crate) fn push(tx: &mut Batch, frame: PBuf, counters: &mut Counters) {
 #[inline]
 pub(crate) fn tcp_pseudo_sum(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
     checksum::pseudo_header(src, dst, IpProtocol::TCP.0, len as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::PoolConfig;
+    use crate::time::Duration;
+
+    const US: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
+
+    fn arp_frame(pool: &Pool, op: ArpOperation, mac: EthernetAddress, target: Ipv4Addr) -> PBuf {
+        let arp = ArpRepr {
+            operation: op,
+            source_hardware_addr: mac,
+            source_protocol_addr: PEER,
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: target,
+        };
+        let eth = EthernetRepr {
+            src_addr: mac,
+            dst_addr: EthernetAddress::BROADCAST,
+            ethertype: EtherType::ARP,
+            vlan_id: None,
+        };
+        let mut f = pool.alloc().unwrap();
+        let bytes = f.append(eth.header_len() + arp.buffer_len()).unwrap();
+        let (head, body) = bytes.split_at_mut(eth.header_len());
+        eth.emit(&mut EthernetFrame::new_unchecked(head));
+        arp.emit(&mut ArpPacket::new_unchecked(body));
+        f
+    }
+
+    /// RFC 826's merge: a sender we hold an entry for is refreshed by any ARP packet it
+    /// sends, even after the entry expired; a stranger's packet for someone else teaches us
+    /// nothing; one for us is learned (and answered).
+    #[test]
+    fn arp_merge_refreshes_known_senders_even_expired_ones() {
+        let pool = Pool::new(PoolConfig { buffers: 16, ..PoolConfig::default() }).unwrap();
+        let mut iface = Interface::new(InterfaceConfig::new(US, 24), Capabilities::ethernet(1500));
+        let (mut tx, mut counters) = (Batch::with_capacity(8), Counters::default());
+        let (old, new) = (EthernetAddress([2, 0, 0, 0, 0, 9]), EthernetAddress([2, 0, 0, 0, 0, 10]));
+        let t = Instant::from_secs(1);
+        let other = Ipv4Addr::new(10, 0, 0, 77);
+        iface.ingress(t, arp_frame(&pool, ArpOperation::REQUEST, old, other), &pool, &mut tx, &mut counters);
+        assert_eq!(iface.arp.lookup(t, PEER), None, "a stranger asking for someone else");
+        iface.ingress(t, arp_frame(&pool, ArpOperation::REQUEST, old, US), &pool, &mut tx, &mut counters);
+        assert_eq!(iface.arp.lookup(t, PEER), Some(old));
+        assert_eq!(tx.len(), 1, "the request for us is answered");
+        let later = t + Duration::from_secs(120);
+        assert_eq!(iface.arp.lookup(later, PEER), None, "expired");
+        // A gratuitous ARP (target = sender) with a new MAC: not for us, but PEER is known.
+        let mut g = arp_frame(&pool, ArpOperation::REQUEST, new, PEER);
+        iface.ingress(later, g.share(), &pool, &mut tx, &mut counters);
+        assert_eq!(iface.arp.lookup(later, PEER), Some(new));
+        g = arp_frame(&pool, ArpOperation::REPLY, old, other);
+        iface.ingress(later, g, &pool, &mut tx, &mut counters);
+        assert_eq!(iface.arp.lookup(later, PEER), Some(old), "refreshed again by a reply to someone else");
+    }
 }
