@@ -311,9 +311,23 @@ fn fast_recovery_summary(r: &runs::FastRecovery) -> Summary {
     let _ = writeln!(t, "W (window in flight at the loss, the first duplicate ACK): {w:.0} segments");
     let _ = writeln!(t, "limited transmit: {lt} segments (not part of FlightSize, RFC 5681 §3.2)");
     let _ = writeln!(t, "ssthresh: {:.1} segments (W/2)", seg(e.ssthresh, r.mss));
-    let _ = writeln!(t, "duplicate ACKs received: {dups} (W−1 + limited transmit = {:.0})", w - 1.0 + f64::from(lt));
-    let _ =
-        writeln!(t, "new segments sent during recovery: {} (seed 000: W/2−1 = {:.1})", e.new_segments, w / 2.0 - 1.0);
+    let full = w - 1.0 + f64::from(lt);
+    // With delayed ACKs the segment before the hole may still be unacknowledged: the first
+    // segment past the hole then draws a new ACK (for it), not a duplicate, and recovery
+    // sends one new segment less than W/2−1.
+    let parity = if (dups as f64 - (full - 1.0)).abs() < 0.5 {
+        "; one fewer: the first segment past the hole drew the delayed ACK of the one before it"
+    } else {
+        ""
+    };
+    let _ = writeln!(t, "duplicate ACKs received: {dups} (W−1 + limited transmit = {full:.0}{parity})");
+    let _ = writeln!(
+        t,
+        "new segments sent during recovery: {} (seed 000: dup ACKs − W/2 − limited transmit = {:.1}; W/2−1 = {:.1} when all W−1 are duplicates)",
+        e.new_segments,
+        dups as f64 - w / 2.0 - f64::from(lt),
+        w / 2.0 - 1.0
+    );
     let _ = writeln!(t, "retransmissions during recovery: {}", e.retransmits.len());
     let _ = writeln!(
         t,

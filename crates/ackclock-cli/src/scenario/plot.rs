@@ -363,11 +363,15 @@ impl Figure for FastRecoveryFig<'_> {
             ),
             ("the first W/2 dup ACKs send nothing,".to_string(), (secs(e.start) + 0.03 * rtt, seg(e.una) + 0.62 * w)),
             (
-                format!("the others send W/2−1 = {:.1} → {} new segments", w / 2.0 - 1.0, e.new_segments),
+                format!("the others send {} new segments (≈ W/2−1)", e.new_segments),
                 (secs(e.start) + 0.03 * rtt, seg(e.una) + 0.62 * w - 1.3 * dy),
             ),
             (
-                format!("recovery ACK: {} segment sent, no burst", e.burst_at_end),
+                format!(
+                    "recovery ACK: {} segment{} sent, no burst",
+                    e.burst_at_end,
+                    if e.burst_at_end == 1 { "" } else { "s" }
+                ),
                 (secs(end) + 0.03 * rtt, seg(e.point) - 1.0 * dy),
             ),
         ];
