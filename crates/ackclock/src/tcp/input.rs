@@ -852,7 +852,10 @@ fn max_ooo_segments(tcb: &Tcb) -> usize {
     (tcb.opts.recv_buffer / (tcb.rmss.max(1) as usize / 2).max(1)).max(16)
 }
 
-#[inline]
+/// Queue in-order payload, advance rcv_nxt, apply the delayed-ACK rule. Inlined into the
+/// fast path: the rare parts (merging a tiny segment, draining the out-of-order queue) are
+/// out of line.
+#[inline(always)]
 fn receive_in_order(
     env: &mut Env,
     tcb: &mut Tcb,
@@ -865,17 +868,10 @@ fn receive_in_order(
     let had_ooo = !tcb.ooo.is_empty();
     // Tiny segments are copied into the tail of the queue when they fit, so each does not
     // hold a pbuf. (Only verified data: the copy would lose a deferred checksum.)
-    let mut merged = false;
-    if unverified.is_none() && (len as usize) < SMALL_SEGMENT && tcb.rcv_unverified == 0 {
-        if let Some(tail) = tcb.rcvq.back_mut() {
-            if tail.buf.is_unique() && tail.buf.tailroom() >= len as usize {
-                if let Ok(dst) = tail.buf.append(len as usize) {
-                    dst.copy_from_slice(payload.data());
-                    merged = true;
-                }
-            }
-        }
-    }
+    let merged = unverified.is_none()
+        && (len as usize) < SMALL_SEGMENT
+        && tcb.rcv_unverified == 0
+        && merge_into_tail(tcb, &payload, len as usize);
     if !merged {
         payload.meta.flags = Default::default();
         tcb.rcvq.push_back(RxSeg { seq, buf: payload, unverified });
@@ -895,15 +891,8 @@ fn receive_in_order(
             }
         }
     }
-    // Drain what this segment made contiguous.
-    while !tcb.ooo.is_empty() {
-        let Some((pos, buf)) = tcb.ooo.pop_ready(tcb.rcv_nxt_pos) else { break };
-        let n = buf.len() as u32;
-        let s = tcb.pos_seq(pos);
-        tcb.rcvq.push_back(RxSeg { seq: s, buf, unverified: None });
-        tcb.rcv_queued += n as usize;
-        tcb.advance_rcv_nxt(n);
-        tcb.stats.bytes_received += n as u64;
+    if had_ooo {
+        drain_ooo(tcb);
     }
     // RFC 5681 §4.2: an ACK for at least every second full-sized segment; at once when the
     // segment filled a hole; otherwise within the delayed-ACK time.
@@ -912,6 +901,37 @@ fn receive_in_order(
         tcb.ack_now = true;
     } else if tcb.timers.delack.is_none() {
         tcb.timers.delack = Some(env.now + env.config.delayed_ack);
+    }
+}
+
+/// Copy a tiny segment's payload into the tail of the receive queue if it fits there.
+#[inline(never)]
+fn merge_into_tail(tcb: &mut Tcb, payload: &PBuf, len: usize) -> bool {
+    let Some(tail) = tcb.rcvq.back_mut() else { return false };
+    if !tail.buf.is_unique() || tail.buf.tailroom() < len {
+        return false;
+    }
+    match tail.buf.append(len) {
+        Ok(dst) => {
+            dst.copy_from_slice(payload.data());
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Move what an in-order segment made contiguous from the out-of-order queue to the
+/// receive queue.
+#[inline(never)]
+fn drain_ooo(tcb: &mut Tcb) {
+    while !tcb.ooo.is_empty() {
+        let Some((pos, buf)) = tcb.ooo.pop_ready(tcb.rcv_nxt_pos) else { break };
+        let n = buf.len() as u32;
+        let s = tcb.pos_seq(pos);
+        tcb.rcvq.push_back(RxSeg { seq: s, buf, unverified: None });
+        tcb.rcv_queued += n as usize;
+        tcb.advance_rcv_nxt(n);
+        tcb.stats.bytes_received += n as u64;
     }
 }
 
