@@ -64,13 +64,12 @@ pub enum NextHop {
     Unreachable,
 }
 
-/// A received TCP segment, after link and IP processing.
-#[derive(Debug)]
+/// A received TCP segment, after link and IP processing: its addresses (the frame's view
+/// is now exactly the TCP segment; the frame stays where it is, not moved through layers).
+#[derive(Debug, Clone, Copy)]
 pub struct TcpIngress {
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
-    /// View = the TCP segment.
-    pub segment: PBuf,
     /// The device vouched for the transport checksum.
     pub checksum_ok: bool,
 }
@@ -111,13 +110,14 @@ impl Interface {
         (ip.to_bits() ^ self.config.addr.to_bits()) & self.mask == 0
     }
 
-    /// Process a received frame. TCP segments are returned for the TCP layer; ARP and ICMP
-    /// are answered here (replies go into `tx`); anything else is counted and dropped.
+    /// Process a received frame. For a TCP segment, the frame's view is trimmed to it and
+    /// its addresses are returned for the TCP layer; ARP and ICMP are answered here (replies
+    /// go into `tx`); anything else is counted and dropped.
     #[inline]
     pub fn ingress(
         &mut self,
         now: Instant,
-        mut frame: PBuf,
+        frame: &mut PBuf,
         pool: &Pool,
         tx: &mut Batch,
         counters: &mut Counters,
@@ -139,7 +139,7 @@ impl Interface {
             EtherType::IPV4 => self.ipv4_ingress(now, frame, eth_len, pool, tx, counters),
             EtherType::ARP => {
                 let _ = frame.trim_front(eth_len);
-                self.arp_ingress(now, &frame, pool, tx, counters);
+                self.arp_ingress(now, frame, pool, tx, counters);
                 None
             }
             _ => {
@@ -156,7 +156,7 @@ impl Interface {
     fn ipv4_ingress(
         &mut self,
         now: Instant,
-        mut frame: PBuf,
+        frame: &mut PBuf,
         eth_len: usize,
         pool: &Pool,
         tx: &mut Batch,
@@ -190,8 +190,7 @@ impl Interface {
         }
         if protocol == IpProtocol::ICMP {
             let src_mac = EthernetAddress::from_bytes(&frame.data()[6..12]);
-            let _ = frame.trim_front(eth_len + header_len);
-            let _ = frame.truncate(total_len - header_len);
+            let _ = frame.narrow(eth_len + header_len, total_len - header_len);
             self.icmp_ingress(now, frame, src, src_mac, pool, tx, counters);
             return None;
         }
@@ -200,19 +199,16 @@ impl Interface {
             return None;
         }
         // Keep exactly the TCP segment: the total length decides, padding is dropped.
-        let _ = frame.trim_front(eth_len + header_len);
-        let _ = frame.truncate(total_len - header_len);
-        let checksum_ok = self.caps.rx_checksum
-            || frame.meta.flags.contains(Flags::CSUM_VERIFIED)
-            || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
-        Some(TcpIngress { src, dst, segment: frame, checksum_ok })
+        let _ = frame.narrow(eth_len + header_len, total_len - header_len);
+        let checksum_ok = verified || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
+        Some(TcpIngress { src, dst, checksum_ok })
     }
 
     #[allow(clippy::too_many_arguments)]
     fn icmp_ingress(
         &mut self,
         now: Instant,
-        frame: PBuf,
+        frame: &PBuf,
         src_ip: Ipv4Addr,
         src_mac: EthernetAddress,
         pool: &Pool,

@@ -102,30 +102,14 @@ pub(crate) fn fast_path(
             env.counters.drop(DropReason::BadChecksum);
             return Ok(Fast::Dropped);
         }
-        let s = Segment {
-            src: tcb.tuple.remote_addr,
-            dst: tcb.tuple.local_addr,
-            src_port: tcb.tuple.remote_port,
-            dst_port: tcb.tuple.local_port,
-            seq,
-            ack,
-            flags: TcpFlags::ACK,
-            wnd: flg as u16,
-            mss: None,
-            wscale: None,
-            sack_permitted: false,
-            ts,
-            sack: SackBlocks::new(),
-            len: 0,
-            header_sum,
-        };
         if let Some((tsval, _)) = ts {
             if seq <= tcb.last_ack_sent {
                 tcb.ts_recent = tsval;
                 tcb.ts_recent_age = env.now;
             }
         }
-        ack_advance(env, tcb, &s);
+        let old_rexmt = tcb.timers.rexmt;
+        ack_advance(env, tcb, ack, ts);
         tcb.snd_wl1 = seq;
         tcb.snd_wl2 = ack;
         if env.trace.on() {
@@ -135,7 +119,13 @@ pub(crate) fn fast_path(
         }
         tcb.last_rcv = env.now;
         env.counters.fast_path_acks += 1;
-        return Ok(Fast::Done { dirty: true, rearm: true });
+        // Only the retransmission timer changed. The wheel is lazy (`Tcp::rearm`): a timer
+        // moved later needs no filing, one moved earlier, started or stopped does.
+        let rearm = match (old_rexmt, tcb.timers.rexmt) {
+            (Some(old), Some(new)) => new < old,
+            (old, new) => old != new,
+        };
+        return Ok(Fast::Done { dirty: true, rearm });
     }
     // (a) Pure in-order data that fits.
     if ack != tcb.snd_una || len > tcb.rcv_space() || (!checksum_ok && len < SMALL_SEGMENT) {
@@ -326,7 +316,7 @@ pub(crate) fn syn_sent(env: &mut Env, tcb: &mut Tcb, seg: &Segment, payload: PBu
     if ack_ok {
         // Our SYN is acknowledged: ESTABLISHED. The SYN's window is never scaled (RFC 7323 §2.2).
         tcb.state = State::Established;
-        ack_advance(env, tcb, seg);
+        ack_advance(env, tcb, seg.ack, seg.ts);
         tcb.rtt.syn_fallback();
         tcb.snd_wnd = seg.wnd as u32;
         tcb.max_snd_wnd = tcb.snd_wnd;
@@ -442,7 +432,7 @@ pub(crate) fn synchronized(
                 // Simultaneous open (RFC 9293 §3.5 figure 7, line 6): the peer's SYN-ACK
                 // acknowledges our SYN: ESTABLISHED, and acknowledge its SYN.
                 tcb.state = State::Established;
-                ack_advance(env, tcb, seg);
+                ack_advance(env, tcb, seg.ack, seg.ts);
                 tcb.rtt.syn_fallback();
                 tcb.snd_wnd = (seg.wnd as u32) << tcb.snd_wscale;
                 tcb.max_snd_wnd = tcb.snd_wnd;
@@ -581,7 +571,7 @@ pub(crate) fn synchronized(
         tcb.stats.spurious_retransmits += 1;
     }
     if tcb.snd_una < seg.ack {
-        ack_advance(env, tcb, seg);
+        ack_advance(env, tcb, seg.ack, seg.ts);
     } else {
         if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
             // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
@@ -694,21 +684,21 @@ pub(crate) fn challenge_ack(env: &mut Env, tcb: &mut Tcb) {
 }
 
 /// SND.UNA < SEG.ACK <= SND.MAX: new data acknowledged.
-fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
-    let acked = seg.ack.since(tcb.snd_una);
+fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u32)>) {
+    let acked = ack.since(tcb.snd_una);
     // The SYN occupies iss; our data starts at iss + 1.
     let mut data_acked = acked;
     if tcb.snd_una == tcb.iss {
         data_acked -= 1;
     }
-    if tcb.fin_queued && seg.ack == tcb.snd_end + 1 {
+    if tcb.fin_queued && ack == tcb.snd_end + 1 {
         data_acked = data_acked.saturating_sub(1);
     }
     // RTT: the echoed timestamp if there is one (RFC 7323 §4), else the timed segment if
     // it was not retransmitted (Karn's rule).
     let mut sample = None;
     if tcb.ts_enabled {
-        if let Some((_, tsecr)) = seg.ts {
+        if let Some((_, tsecr)) = ts {
             if tsecr != 0 {
                 let ms = tcb.ts_now(env.now).wrapping_sub(tsecr);
                 if (ms as i32) >= 0 {
@@ -717,7 +707,7 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
             }
         }
     } else if let Some((seq, sent)) = tcb.rtt_seq {
-        if seg.ack > seq {
+        if ack > seq {
             sample = Some(env.now.saturating_duration_since(sent));
             tcb.rtt_seq = None;
         }
@@ -727,7 +717,7 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
     }
     // Release acknowledged segments: their pbufs go back to the pool here.
     while let Some(front) = tcb.sndq.front() {
-        if front.end() <= seg.ack {
+        if front.end() <= ack {
             if let Some(s) = tcb.sndq.pop_front() {
                 tcb.snd_queued -= s.len() as usize;
                 if s.sent > 1 {
@@ -739,7 +729,7 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
             break;
         }
     }
-    tcb.snd_una = seg.ack;
+    tcb.snd_una = ack;
     if tcb.snd_nxt < tcb.snd_una {
         tcb.snd_nxt = tcb.snd_una;
         tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
@@ -751,15 +741,15 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
         recovery::on_ack_in_recovery(env, tcb, data_acked);
     } else {
         tcb.dupacks = 0;
-        let ack = Ack {
+        let info = Ack {
             now: env.now,
             acked: data_acked,
             rtt: sample,
             srtt: tcb.rtt.srtt(),
-            ack_seq: seg.ack.since(tcb.iss) as u64,
+            ack_seq: ack.since(tcb.iss) as u64,
             snd_max: tcb.snd_max.since(tcb.iss) as u64,
         };
-        tcb.cc.on_ack(&ack);
+        tcb.cc.on_ack(&info);
     }
     // RFC 6298 §5.2/5.3: restart the timer while data is outstanding, stop it when not.
     if tcb.snd_una == tcb.snd_max {
