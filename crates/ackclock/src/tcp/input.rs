@@ -69,6 +69,9 @@ pub(crate) fn fast_path(
     if flg & FMASK != tcb.pred_flags || seq != tcb.rcv_nxt || tcb.pred_flags == 0 {
         return Err(seg);
     }
+    if checksum_ok && tcb.rcv_unverified != 0 {
+        return Err(seg); // verified behind deferred data: the full path checks those first
+    }
     let hl = ((flg >> 28) * 4) as usize;
     if seg.len() < hl {
         return Err(seg); // truncated: the full path rejects it
