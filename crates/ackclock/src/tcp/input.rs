@@ -716,7 +716,9 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u3
         }
     }
     if let Some(rtt) = sample {
-        tcb.rtt.sample(rtt);
+        // Whole microseconds, as `sample` would take them, without the u128 of `as_micros`.
+        let us = rtt.as_secs().saturating_mul(1_000_000).saturating_add(rtt.subsec_micros() as u64);
+        tcb.rtt.sample_micros(us);
     }
     // Release acknowledged segments: their pbufs go back to the pool here.
     while let Some(front) = tcb.sndq.front() {
@@ -759,7 +761,7 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u3
         tcb.timers.rexmt = None;
         tcb.rexmt_start = None;
     } else {
-        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.timers.rexmt = Some(env.now.saturating_add_micros(tcb.rtt.rto_micros()));
         tcb.rexmt_start = Some(env.now);
         // The ACK stopped at a segment the peer SACKed: it reneged.
         recovery::check_reneging(env, tcb);
