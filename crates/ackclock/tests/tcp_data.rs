@@ -1370,6 +1370,17 @@ fn malformed_segments_are_counted_and_dropped() {
     f[14] = 0x44;
     Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
     cases.push(("IHL 4", f, malformed));
+    let mut f = good.clone();
+    f[14 + 10] ^= 0x01;
+    cases.push(("IPv4 header checksum wrong", f, bad_sum));
+    let mut f = good.clone();
+    f[14 + 6] |= 0x20;
+    Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+    cases.push(("IPv4 fragment (more fragments)", f, |c: &Counters| c.drops_fragment));
+    let mut f = good.clone();
+    f[14 + 16..14 + 20].copy_from_slice(&[10, 0, 0, 99]);
+    Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+    cases.push(("another IPv4 destination", f, |c: &Counters| c.drops_not_for_us));
 
     for (i, (what, frame, counter)) in cases.iter().enumerate() {
         let ms = 10 + i as u64;
@@ -1389,9 +1400,12 @@ fn malformed_segments_are_counted_and_dropped() {
     assert_eq!(t.stack.counters().drops(), before.drops() + 1);
     assert_eq!(t.stack.tcp_readiness(c).unwrap().state, State::Established);
 
-    // The connection is intact: the good segment is delivered.
+    // The connection is intact: the good segment is delivered (with Ethernet padding
+    // behind it, which the IPv4 total length cuts off).
     at(&mut t, 110);
-    t.inject_raw(&good);
+    let mut padded = good.clone();
+    padded.extend_from_slice(&[0xee; 6]);
+    t.inject_raw(&padded);
     t.expect(150, seg(".").seq(1).ack(P + 100).win(65535).ts(ANY, 2000));
     assert_eq!(recv_all(&mut t, c), data);
 }
