@@ -132,12 +132,12 @@ impl Stack {
 
     /// Process one received frame.
     #[inline]
-    pub fn process(&mut self, now: Instant, frame: PBuf) {
+    pub fn process(&mut self, now: Instant, mut frame: PBuf) {
         self.advance(now);
         let now = self.now;
-        if let Some(seg) = self.iface.ingress(now, frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
+        if let Some(ing) = self.iface.ingress(now, &mut frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
             let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-            self.tcp.input(now, seg, io);
+            self.tcp.input(now, ing, frame, io);
         }
     }
 

@@ -39,6 +39,12 @@ impl Instant {
     pub const fn total_millis(self) -> u64 {
         self.nanos / 1_000_000
     }
+    /// `self + Duration::from_micros(us)` (saturating), without the round trip through a
+    /// `Duration`.
+    #[inline]
+    pub const fn saturating_add_micros(self, us: u64) -> Instant {
+        Instant { nanos: self.nanos.saturating_add(us.saturating_mul(1_000)) }
+    }
     /// Time since `earlier`, zero if `earlier` is later.
     pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration::from_nanos(self.nanos.saturating_sub(earlier.nanos))

@@ -313,6 +313,19 @@ impl PBuf {
         Ok(())
     }
 
+    /// Narrow the view to the `len` bytes that start `off` bytes into it (a `trim_front`
+    /// and a `truncate` with one range check). Nothing changes on error.
+    #[inline]
+    pub fn narrow(&mut self, off: usize, len: usize) -> Result<(), BufError> {
+        let have = self.len as usize;
+        if off > have || len > have - off {
+            return Err(BufError::OutOfRange);
+        }
+        self.head += off as u32;
+        self.len = len as u32;
+        Ok(())
+    }
+
     /// Drop `n` bytes from the front whose sum is `removed_sum`, keeping the cached sum valid
     /// for the rest by ones'-complement subtraction instead of re-reading the bytes.
     pub fn trim_front_summed(&mut self, n: usize, removed_sum: u16) -> Result<(), BufError> {

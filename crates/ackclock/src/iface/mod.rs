@@ -64,13 +64,12 @@ pub enum NextHop {
     Unreachable,
 }
 
-/// A received TCP segment, after link and IP processing.
-#[derive(Debug)]
+/// A received TCP segment, after link and IP processing: its addresses (the frame's view
+/// is now exactly the TCP segment; the frame stays where it is, not moved through layers).
+#[derive(Debug, Clone, Copy)]
 pub struct TcpIngress {
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
-    /// View = the TCP segment.
-    pub segment: PBuf,
     /// The device vouched for the transport checksum.
     pub checksum_ok: bool,
 }
@@ -111,18 +110,22 @@ impl Interface {
         (ip.to_bits() ^ self.config.addr.to_bits()) & self.mask == 0
     }
 
-    /// Process a received frame. TCP segments are returned for the TCP layer; ARP and ICMP
-    /// are answered here (replies go into `tx`); anything else is counted and dropped.
+    /// Process a received frame. For a TCP segment, the frame's view is trimmed to it and
+    /// its addresses are returned for the TCP layer; ARP and ICMP are answered here (replies
+    /// go into `tx`); anything else is counted and dropped.
     #[inline]
     pub fn ingress(
         &mut self,
         now: Instant,
-        mut frame: PBuf,
+        frame: &mut PBuf,
         pool: &Pool,
         tx: &mut Batch,
         counters: &mut Counters,
     ) -> Option<TcpIngress> {
         counters.frames_in += 1;
+        if let Some(ing) = self.common_tcp(frame) {
+            return Some(ing);
+        }
         let (ethertype, eth_len) = {
             let Ok(eth) = EthernetFrame::new_checked(frame.data()) else {
                 counters.drop(DropReason::Malformed);
@@ -139,7 +142,7 @@ impl Interface {
             EtherType::IPV4 => self.ipv4_ingress(now, frame, eth_len, pool, tx, counters),
             EtherType::ARP => {
                 let _ = frame.trim_front(eth_len);
-                self.arp_ingress(now, &frame, pool, tx, counters);
+                self.arp_ingress(now, frame, pool, tx, counters);
                 None
             }
             _ => {
@@ -149,6 +152,39 @@ impl Interface {
         }
     }
 
+    /// The common frame in one pass over its first 34 bytes: untagged IPv4 with a 20-byte
+    /// header, to our MAC and our address, TCP, not a fragment, total length within the
+    /// frame, header checksum good. It only accepts, with the outcome the full checks would
+    /// have; anything else (broadcast, VLAN, IP options, a bad sum, ...) goes to them, and
+    /// they decide and count the drop.
+    #[inline(always)]
+    fn common_tcp(&self, frame: &mut PBuf) -> Option<TcpIngress> {
+        let data = frame.data();
+        let (eth, ip) = data.first_chunk::<34>()?.split_first_chunk::<14>()?;
+        let ip: &[u8; 20] = ip.try_into().ok()?;
+        let total_len = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+        let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff; // MF and offset (is_fragment)
+        if eth[..6] != self.config.mac.0
+            || eth[12..14] != [0x08, 0x00]
+            || ip[0] != 0x45
+            || ip[9] != IpProtocol::TCP.0
+            || ip[16..20] != self.config.addr.octets()
+            || frag != 0
+            || total_len < 20
+            || total_len > data.len() - 14
+        {
+            return None;
+        }
+        let verified = self.caps.rx_checksum || frame.meta.flags.contains(Flags::CSUM_VERIFIED);
+        if !verified && checksum::sum(ip) != 0xffff {
+            return None;
+        }
+        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+        let _ = frame.narrow(34, total_len - 20);
+        let checksum_ok = verified || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
+        Some(TcpIngress { src, dst: self.config.addr, checksum_ok })
+    }
+
     /// IPv4 (RFC 791, RFC 1122 §3.2.1): version, header length, total length (which also
     /// drops Ethernet padding), fragments, destination, header checksum. Only the fields the
     /// stack uses are read.
@@ -156,7 +192,7 @@ impl Interface {
     fn ipv4_ingress(
         &mut self,
         now: Instant,
-        mut frame: PBuf,
+        frame: &mut PBuf,
         eth_len: usize,
         pool: &Pool,
         tx: &mut Batch,
@@ -190,8 +226,7 @@ impl Interface {
         }
         if protocol == IpProtocol::ICMP {
             let src_mac = EthernetAddress::from_bytes(&frame.data()[6..12]);
-            let _ = frame.trim_front(eth_len + header_len);
-            let _ = frame.truncate(total_len - header_len);
+            let _ = frame.narrow(eth_len + header_len, total_len - header_len);
             self.icmp_ingress(now, frame, src, src_mac, pool, tx, counters);
             return None;
         }
@@ -200,19 +235,16 @@ impl Interface {
             return None;
         }
         // Keep exactly the TCP segment: the total length decides, padding is dropped.
-        let _ = frame.trim_front(eth_len + header_len);
-        let _ = frame.truncate(total_len - header_len);
-        let checksum_ok = self.caps.rx_checksum
-            || frame.meta.flags.contains(Flags::CSUM_VERIFIED)
-            || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
-        Some(TcpIngress { src, dst, segment: frame, checksum_ok })
+        let _ = frame.narrow(eth_len + header_len, total_len - header_len);
+        let checksum_ok = verified || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
+        Some(TcpIngress { src, dst, checksum_ok })
     }
 
     #[allow(clippy::too_many_arguments)]
     fn icmp_ingress(
         &mut self,
         now: Instant,
-        frame: PBuf,
+        frame: &PBuf,
         src_ip: Ipv4Addr,
         src_mac: EthernetAddress,
         pool: &Pool,

@@ -69,6 +69,9 @@ pub(crate) fn fast_path(
     if flg & FMASK != tcb.pred_flags || seq != tcb.rcv_nxt || tcb.pred_flags == 0 {
         return Err(seg);
     }
+    if checksum_ok && tcb.rcv_unverified != 0 {
+        return Err(seg); // verified behind deferred data: the full path checks those first
+    }
     let hl = ((flg >> 28) * 4) as usize;
     if seg.len() < hl {
         return Err(seg); // truncated: the full path rejects it
@@ -102,30 +105,14 @@ pub(crate) fn fast_path(
             env.counters.drop(DropReason::BadChecksum);
             return Ok(Fast::Dropped);
         }
-        let s = Segment {
-            src: tcb.tuple.remote_addr,
-            dst: tcb.tuple.local_addr,
-            src_port: tcb.tuple.remote_port,
-            dst_port: tcb.tuple.local_port,
-            seq,
-            ack,
-            flags: TcpFlags::ACK,
-            wnd: flg as u16,
-            mss: None,
-            wscale: None,
-            sack_permitted: false,
-            ts,
-            sack: SackBlocks::new(),
-            len: 0,
-            header_sum,
-        };
         if let Some((tsval, _)) = ts {
             if seq <= tcb.last_ack_sent {
                 tcb.ts_recent = tsval;
                 tcb.ts_recent_age = env.now;
             }
         }
-        ack_advance(env, tcb, &s);
+        let old_rexmt = tcb.timers.rexmt;
+        ack_advance(env, tcb, ack, ts);
         tcb.snd_wl1 = seq;
         tcb.snd_wl2 = ack;
         if env.trace.on() {
@@ -135,7 +122,13 @@ pub(crate) fn fast_path(
         }
         tcb.last_rcv = env.now;
         env.counters.fast_path_acks += 1;
-        return Ok(Fast::Done { dirty: true, rearm: true });
+        // Only the retransmission timer changed. The wheel is lazy (`Tcp::rearm`): a timer
+        // moved later needs no filing, one moved earlier, started or stopped does.
+        let rearm = match (old_rexmt, tcb.timers.rexmt) {
+            (Some(old), Some(new)) => new < old,
+            (old, new) => old != new,
+        };
+        return Ok(Fast::Done { dirty: true, rearm });
     }
     // (a) Pure in-order data that fits.
     if ack != tcb.snd_una || len > tcb.rcv_space() || (!checksum_ok && len < SMALL_SEGMENT) {
@@ -326,7 +319,7 @@ pub(crate) fn syn_sent(env: &mut Env, tcb: &mut Tcb, seg: &Segment, payload: PBu
     if ack_ok {
         // Our SYN is acknowledged: ESTABLISHED. The SYN's window is never scaled (RFC 7323 §2.2).
         tcb.state = State::Established;
-        ack_advance(env, tcb, seg);
+        ack_advance(env, tcb, seg.ack, seg.ts);
         tcb.rtt.syn_fallback();
         tcb.snd_wnd = seg.wnd as u32;
         tcb.max_snd_wnd = tcb.snd_wnd;
@@ -442,7 +435,7 @@ pub(crate) fn synchronized(
                 // Simultaneous open (RFC 9293 §3.5 figure 7, line 6): the peer's SYN-ACK
                 // acknowledges our SYN: ESTABLISHED, and acknowledge its SYN.
                 tcb.state = State::Established;
-                ack_advance(env, tcb, seg);
+                ack_advance(env, tcb, seg.ack, seg.ts);
                 tcb.rtt.syn_fallback();
                 tcb.snd_wnd = (seg.wnd as u32) << tcb.snd_wscale;
                 tcb.max_snd_wnd = tcb.snd_wnd;
@@ -581,7 +574,7 @@ pub(crate) fn synchronized(
         tcb.stats.spurious_retransmits += 1;
     }
     if tcb.snd_una < seg.ack {
-        ack_advance(env, tcb, seg);
+        ack_advance(env, tcb, seg.ack, seg.ts);
     } else {
         if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
             // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
@@ -694,21 +687,21 @@ pub(crate) fn challenge_ack(env: &mut Env, tcb: &mut Tcb) {
 }
 
 /// SND.UNA < SEG.ACK <= SND.MAX: new data acknowledged.
-fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
-    let acked = seg.ack.since(tcb.snd_una);
+fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u32)>) {
+    let acked = ack.since(tcb.snd_una);
     // The SYN occupies iss; our data starts at iss + 1.
     let mut data_acked = acked;
     if tcb.snd_una == tcb.iss {
         data_acked -= 1;
     }
-    if tcb.fin_queued && seg.ack == tcb.snd_end + 1 {
+    if tcb.fin_queued && ack == tcb.snd_end + 1 {
         data_acked = data_acked.saturating_sub(1);
     }
     // RTT: the echoed timestamp if there is one (RFC 7323 §4), else the timed segment if
     // it was not retransmitted (Karn's rule).
     let mut sample = None;
     if tcb.ts_enabled {
-        if let Some((_, tsecr)) = seg.ts {
+        if let Some((_, tsecr)) = ts {
             if tsecr != 0 {
                 let ms = tcb.ts_now(env.now).wrapping_sub(tsecr);
                 if (ms as i32) >= 0 {
@@ -717,17 +710,19 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
             }
         }
     } else if let Some((seq, sent)) = tcb.rtt_seq {
-        if seg.ack > seq {
+        if ack > seq {
             sample = Some(env.now.saturating_duration_since(sent));
             tcb.rtt_seq = None;
         }
     }
     if let Some(rtt) = sample {
-        tcb.rtt.sample(rtt);
+        // Whole microseconds, as `sample` would take them, without the u128 of `as_micros`.
+        let us = rtt.as_secs().saturating_mul(1_000_000).saturating_add(rtt.subsec_micros() as u64);
+        tcb.rtt.sample_micros(us);
     }
     // Release acknowledged segments: their pbufs go back to the pool here.
     while let Some(front) = tcb.sndq.front() {
-        if front.end() <= seg.ack {
+        if front.end() <= ack {
             if let Some(s) = tcb.sndq.pop_front() {
                 tcb.snd_queued -= s.len() as usize;
                 if s.sent > 1 {
@@ -739,7 +734,7 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
             break;
         }
     }
-    tcb.snd_una = seg.ack;
+    tcb.snd_una = ack;
     if tcb.snd_nxt < tcb.snd_una {
         tcb.snd_nxt = tcb.snd_una;
         tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
@@ -751,22 +746,22 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
         recovery::on_ack_in_recovery(env, tcb, data_acked);
     } else {
         tcb.dupacks = 0;
-        let ack = Ack {
+        let info = Ack {
             now: env.now,
             acked: data_acked,
             rtt: sample,
             srtt: tcb.rtt.srtt(),
-            ack_seq: seg.ack.since(tcb.iss) as u64,
+            ack_seq: ack.since(tcb.iss) as u64,
             snd_max: tcb.snd_max.since(tcb.iss) as u64,
         };
-        tcb.cc.on_ack(&ack);
+        tcb.cc.on_ack(&info);
     }
     // RFC 6298 §5.2/5.3: restart the timer while data is outstanding, stop it when not.
     if tcb.snd_una == tcb.snd_max {
         tcb.timers.rexmt = None;
         tcb.rexmt_start = None;
     } else {
-        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.timers.rexmt = Some(env.now.saturating_add_micros(tcb.rtt.rto_micros()));
         tcb.rexmt_start = Some(env.now);
         // The ACK stopped at a segment the peer SACKed: it reneged.
         recovery::check_reneging(env, tcb);
@@ -852,7 +847,10 @@ fn max_ooo_segments(tcb: &Tcb) -> usize {
     (tcb.opts.recv_buffer / (tcb.rmss.max(1) as usize / 2).max(1)).max(16)
 }
 
-#[inline]
+/// Queue in-order payload, advance rcv_nxt, apply the delayed-ACK rule. Inlined into the
+/// fast path: the rare parts (merging a tiny segment, draining the out-of-order queue) are
+/// out of line.
+#[inline(always)]
 fn receive_in_order(
     env: &mut Env,
     tcb: &mut Tcb,
@@ -865,17 +863,10 @@ fn receive_in_order(
     let had_ooo = !tcb.ooo.is_empty();
     // Tiny segments are copied into the tail of the queue when they fit, so each does not
     // hold a pbuf. (Only verified data: the copy would lose a deferred checksum.)
-    let mut merged = false;
-    if unverified.is_none() && (len as usize) < SMALL_SEGMENT && tcb.rcv_unverified == 0 {
-        if let Some(tail) = tcb.rcvq.back_mut() {
-            if tail.buf.is_unique() && tail.buf.tailroom() >= len as usize {
-                if let Ok(dst) = tail.buf.append(len as usize) {
-                    dst.copy_from_slice(payload.data());
-                    merged = true;
-                }
-            }
-        }
-    }
+    let merged = unverified.is_none()
+        && (len as usize) < SMALL_SEGMENT
+        && tcb.rcv_unverified == 0
+        && merge_into_tail(tcb, &payload, len as usize);
     if !merged {
         payload.meta.flags = Default::default();
         tcb.rcvq.push_back(RxSeg { seq, buf: payload, unverified });
@@ -895,15 +886,8 @@ fn receive_in_order(
             }
         }
     }
-    // Drain what this segment made contiguous.
-    while !tcb.ooo.is_empty() {
-        let Some((pos, buf)) = tcb.ooo.pop_ready(tcb.rcv_nxt_pos) else { break };
-        let n = buf.len() as u32;
-        let s = tcb.pos_seq(pos);
-        tcb.rcvq.push_back(RxSeg { seq: s, buf, unverified: None });
-        tcb.rcv_queued += n as usize;
-        tcb.advance_rcv_nxt(n);
-        tcb.stats.bytes_received += n as u64;
+    if had_ooo {
+        drain_ooo(tcb);
     }
     // RFC 5681 §4.2: an ACK for at least every second full-sized segment; at once when the
     // segment filled a hole; otherwise within the delayed-ACK time.
@@ -912,6 +896,37 @@ fn receive_in_order(
         tcb.ack_now = true;
     } else if tcb.timers.delack.is_none() {
         tcb.timers.delack = Some(env.now + env.config.delayed_ack);
+    }
+}
+
+/// Copy a tiny segment's payload into the tail of the receive queue if it fits there.
+#[inline(never)]
+fn merge_into_tail(tcb: &mut Tcb, payload: &PBuf, len: usize) -> bool {
+    let Some(tail) = tcb.rcvq.back_mut() else { return false };
+    if !tail.buf.is_unique() || tail.buf.tailroom() < len {
+        return false;
+    }
+    match tail.buf.append(len) {
+        Ok(dst) => {
+            dst.copy_from_slice(payload.data());
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Move what an in-order segment made contiguous from the out-of-order queue to the
+/// receive queue.
+#[inline(never)]
+fn drain_ooo(tcb: &mut Tcb) {
+    while !tcb.ooo.is_empty() {
+        let Some((pos, buf)) = tcb.ooo.pop_ready(tcb.rcv_nxt_pos) else { break };
+        let n = buf.len() as u32;
+        let s = tcb.pos_seq(pos);
+        tcb.rcvq.push_back(RxSeg { seq: s, buf, unverified: None });
+        tcb.rcv_queued += n as usize;
+        tcb.advance_rcv_nxt(n);
+        tcb.stats.bytes_received += n as u64;
     }
 }
 

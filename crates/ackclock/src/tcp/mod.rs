@@ -447,16 +447,16 @@ impl Tcp {
 
     /// Process one received TCP segment: header prediction first, then the full path.
     #[inline]
-    pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, io: Io<'_>) {
+    pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, mut segment: PBuf, io: Io<'_>) {
         self.counters.segs_in += 1;
         let Io { pool, iface, tx } = io;
-        let TcpIngress { src, dst, mut segment, checksum_ok } = ing;
-        let data = segment.data();
-        if data.len() >= 20 {
-            // The header's first eight words (the last three only with options), loaded once.
-            let word =
-                |i: usize| data.get(4 * i..4 * i + 4).map_or(0, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-            let w = [word(0), word(1), word(2), word(3), word(4), word(5), word(6), word(7)];
+        let TcpIngress { src, dst, checksum_ok } = ing;
+        if let Some((h, rest)) = segment.data().split_first_chunk::<20>() {
+            // The header's first eight words (the last three only with 12 bytes of options or
+            // more, else 0), loaded once: two length checks, not eight.
+            let o = rest.first_chunk::<12>().copied().unwrap_or([0; 12]);
+            let be = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+            let w = [be(h, 0), be(h, 4), be(h, 8), be(h, 12), be(h, 16), be(&o, 0), be(&o, 4), be(&o, 8)];
             let tuple = FourTuple {
                 local_addr: dst,
                 local_port: w[0] as u16,
@@ -469,8 +469,9 @@ impl Tcp {
                     match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
                         Ok(input::Fast::Done { dirty, rearm }) => {
                             tcb.stats.segs_in += 1;
-                            if dirty && !self.slots[idx as usize].tcb.as_ref().is_some_and(|t| t.dirty) {
-                                self.mark_dirty(idx);
+                            if dirty && !tcb.dirty {
+                                tcb.dirty = true;
+                                self.dirty.push(idx);
                             }
                             if rearm {
                                 self.rearm(idx);
@@ -483,14 +484,14 @@ impl Tcp {
                 }
             }
         }
-        self.input_slow(now, TcpIngress { src, dst, segment, checksum_ok }, Io { pool, iface, tx });
+        self.input_slow(now, ing, segment, Io { pool, iface, tx });
     }
 
     /// The full path: everything header prediction did not take.
     #[inline(never)]
-    fn input_slow(&mut self, now: Instant, ing: TcpIngress, io: Io<'_>) {
+    fn input_slow(&mut self, now: Instant, ing: TcpIngress, mut segment: PBuf, io: Io<'_>) {
         self.counters.slow_path += 1;
-        let TcpIngress { src, dst, mut segment, checksum_ok } = ing;
+        let TcpIngress { src, dst, checksum_ok } = ing;
         let (seg, hdr_len) = match parse_segment(src, dst, segment.data()) {
             Ok(x) => x,
             Err(_) => {

@@ -84,8 +84,14 @@ impl RttEstimator {
     /// Feed one measurement (Karn's rule is the caller's: never a sample from a retransmitted
     /// segment unless timestamps tell which transmission it acknowledges).
     pub fn sample(&mut self, rtt: Duration) {
+        self.sample_micros(micros(rtt));
+    }
+
+    /// [`sample`](Self::sample) with the measurement in microseconds.
+    #[inline]
+    pub fn sample_micros(&mut self, us: u64) {
         // A zero RTT would make the variance collapse on a fast path; count it as 1 µs.
-        let r = micros(rtt).max(1);
+        let r = us.max(1);
         if self.samples == 0 {
             self.srtt8 = r << 3;
             self.rttvar4 = (r >> 1) << 2;
@@ -113,8 +119,14 @@ impl RttEstimator {
 
     /// The retransmission timeout, with backoff.
     pub fn rto(&self) -> Duration {
+        Duration::from_micros(self.rto_micros())
+    }
+
+    /// [`rto`](Self::rto) in microseconds.
+    #[inline]
+    pub fn rto_micros(&self) -> u64 {
         let rto = self.base_rto.checked_shl(self.backoff).unwrap_or(u64::MAX);
-        Duration::from_micros(rto.min(self.max_us))
+        rto.min(self.max_us)
     }
 
     /// The timer expired: double the RTO (RFC 6298 §5.5), up to the maximum.
