@@ -505,19 +505,19 @@ mod tests {
         let (old, new) = (EthernetAddress([2, 0, 0, 0, 0, 9]), EthernetAddress([2, 0, 0, 0, 0, 10]));
         let t = Instant::from_secs(1);
         let other = Ipv4Addr::new(10, 0, 0, 77);
-        iface.ingress(t, arp_frame(&pool, ArpOperation::REQUEST, old, other), &pool, &mut tx, &mut counters);
+        iface.ingress(t, &mut arp_frame(&pool, ArpOperation::REQUEST, old, other), &pool, &mut tx, &mut counters);
         assert_eq!(iface.arp.lookup(t, PEER), None, "a stranger asking for someone else");
-        iface.ingress(t, arp_frame(&pool, ArpOperation::REQUEST, old, US), &pool, &mut tx, &mut counters);
+        iface.ingress(t, &mut arp_frame(&pool, ArpOperation::REQUEST, old, US), &pool, &mut tx, &mut counters);
         assert_eq!(iface.arp.lookup(t, PEER), Some(old));
         assert_eq!(tx.len(), 1, "the request for us is answered");
         let later = t + Duration::from_secs(120);
         assert_eq!(iface.arp.lookup(later, PEER), None, "expired");
         // A gratuitous ARP (target = sender) with a new MAC: not for us, but PEER is known.
         let mut g = arp_frame(&pool, ArpOperation::REQUEST, new, PEER);
-        iface.ingress(later, g.share(), &pool, &mut tx, &mut counters);
+        iface.ingress(later, &mut g.share(), &pool, &mut tx, &mut counters);
         assert_eq!(iface.arp.lookup(later, PEER), Some(new));
         g = arp_frame(&pool, ArpOperation::REPLY, old, other);
-        iface.ingress(later, g, &pool, &mut tx, &mut counters);
+        iface.ingress(later, &mut g, &pool, &mut tx, &mut counters);
         assert_eq!(iface.arp.lookup(later, PEER), Some(old), "refreshed again by a reply to someone else");
     }
 }
