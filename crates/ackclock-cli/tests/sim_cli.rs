@@ -1,6 +1,9 @@
 //! `ackclock sim`: every scenario runs, writes a non-empty PNG and SVG and a summary, and
 //! the JSON summary parses; its captures decode cleanly in tshark.
 
+mod common;
+
+use common::{have_tshark, tshark};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -145,29 +148,6 @@ fn text_summary_by_default_and_bad_arguments_fail() {
     assert!(!bad.status.success(), "at most 8 flows");
     let bad = Command::new(env!("CARGO_BIN_EXE_ackclock")).args(["sim", "no-such-scenario"]).output().unwrap();
     assert!(!bad.status.success());
-}
-
-fn have_tshark() -> bool {
-    match Command::new("tshark").arg("--version").output() {
-        Ok(o) if o.status.success() => true,
-        _ => {
-            println!("SKIP: tshark is not installed (scripts/test installs it: apt-get install tshark)");
-            false
-        }
-    }
-}
-
-/// tshark's output for a capture, with IPv4 and TCP checksums verified.
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args(["-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE"])
-        .args(args)
-        .output()
-        .expect("run tshark");
-    assert!(out.status.success(), "tshark {args:?} on {}: {}", pcap.display(), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("tshark prints UTF-8")
 }
 
 /// Every frame of `pcap` is recorded whole and decodes as Ethernet/IPv4/TCP (or ARP) with

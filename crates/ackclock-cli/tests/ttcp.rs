@@ -3,6 +3,9 @@
 //! deterministic; wall time is never asserted.
 
 use serde_json::Value;
+mod common;
+
+use common::{have_tshark, tshark};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -266,30 +269,6 @@ fn every_link_profile_runs_near_its_ceiling() {
 }
 
 // tshark --------------------------------------------------------------------------------
-
-/// Whether tshark is there; if not, say so (scripts/test installs it).
-fn have_tshark() -> bool {
-    match Command::new("tshark").arg("--version").output() {
-        Ok(o) if o.status.success() => true,
-        _ => {
-            println!("SKIPPED: tshark is not installed (scripts/test installs it: apt-get install tshark)");
-            false
-        }
-    }
-}
-
-/// tshark's output for a capture, with checksums verified.
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args(["-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE"])
-        .args(args)
-        .output()
-        .expect("run tshark");
-    assert!(out.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// Frames matching a display filter.
 fn count(pcap: &Path, filter: &str) -> usize {
