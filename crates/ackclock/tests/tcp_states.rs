@@ -1521,3 +1521,21 @@ fn statistics_count_sack_blocks_received() {
     t.inject(11, sack(&[(6001, 7001), (2001, 3001), (4001, 5001)]));
     assert_eq!(t.stack.tcp_info(c).unwrap().stats.sack_blocks, 5);
 }
+
+/// RFC 2018 §2: SACK options are not sent, and not used, unless SACK-permitted was
+/// exchanged. A peer that did not offer it and sends SACK blocks anyway is not counted as
+/// having SACKed anything, and its blocks mark nothing.
+#[test]
+fn sack_blocks_without_sack_permitted_are_not_counted() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1000));
+    t.stack.tcp_send(c, &[4u8; 3000]).unwrap();
+    for i in 0..3u32 {
+        t.expect(1, seg(if i == 2 { "P." } else { "." }).seq(1 + 1000 * i).ack(PEER_ISS + 1).win(WIN).len(1000));
+    }
+    t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1001).win(WIN).sack(&[(2001, 3001)]));
+    let info = t.stack.tcp_info(c).unwrap();
+    assert!(!info.sack);
+    assert_eq!(info.stats.sack_blocks, 0);
+}

@@ -566,7 +566,9 @@ pub(crate) fn synchronized(
     }
     // Any acceptable ACK proves the peer alive: zero-window probing starts counting again.
     tcb.probes_out = 0;
-    tcb.stats.sack_blocks += seg.sack.len() as u64;
+    if tcb.sack_enabled {
+        tcb.stats.sack_blocks += seg.sack.len() as u64;
+    }
     let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg);
     if spurious {
         // RFC 2883 §4: the receiver got something we retransmitted twice; absent network
