@@ -78,7 +78,6 @@ impl Stack {
         if tcp.config.tso && caps.tso_max > 0 {
             // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)
             // whose payload fits one pool buffer.
-            let room = pool.buffer_size().saturating_sub(pool.headroom());
             tcp.set_gso_max(caps.tso_max.saturating_sub(20 + 60).min(room));
         }
         Ok(Stack {
