@@ -19,6 +19,7 @@
 use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
 use crate::iface::{Interface, InterfaceConfig};
 use crate::phy::{Batch, Capabilities, Device};
+use crate::tcp::input::Fast;
 use crate::tcp::{Counters, Io, Tcp, TcpConfig};
 use crate::time::Instant;
 
@@ -130,9 +131,26 @@ impl Stack {
     }
 
     /// Process one received frame.
+    ///
+    /// Header prediction runs across the layers first (seed 000's "one straight run"): a
+    /// common frame ([`Interface::common_tcp`]) carrying the segment its connection expects
+    /// goes from the frame to the receive queue (or to the ACK's effects) in one pass,
+    /// without the layers' full checks. Everything else takes them, out of line.
     #[inline]
-    pub fn process(&mut self, now: Instant, mut frame: PBuf) {
+    pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);
+        self.tcp.counters.frames_in += 1;
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        match self.tcp.input_predicted(self.now, &frame, io) {
+            Fast::Slow => self.process_full(frame),
+            Fast::Done => {}
+            Fast::Queue(q) => self.tcp.enqueue(q, frame),
+        }
+    }
+
+    /// The full receive path: link and IP checks, then TCP's.
+    #[inline(never)]
+    fn process_full(&mut self, mut frame: PBuf) {
         let now = self.now;
         if let Some(ing) = self.iface.ingress(now, &mut frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
             let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };

@@ -68,10 +68,48 @@ pub enum NextHop {
 /// is now exactly the TCP segment; the frame stays where it is, not moved through layers).
 #[derive(Debug, Clone, Copy)]
 pub struct TcpIngress {
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    /// Source then destination address, as on the wire (the connection cache's key).
+    addrs: [u8; 8],
+    /// Length of the TCP segment.
+    pub len: u32,
     /// The device vouched for the transport checksum.
     pub checksum_ok: bool,
+}
+
+/// Where the TCP segment of a frame that passed [`Interface::common_tcp`] starts: after an
+/// untagged Ethernet header and a 20-byte IPv4 header.
+pub(crate) const COMMON_TCP_OFFSET: usize = 14 + 20;
+
+/// Whether the 20-byte IPv4 header behind an untagged Ethernet header verifies: its five words, summed in native
+/// order (RFC 1071 §2(B): the ones'-complement sum does not depend on byte order), fold to
+/// all ones.
+#[inline(always)]
+fn ipv4_header_ok(frame: &[u8; 34]) -> bool {
+    let w = |i: usize| u32::from_ne_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]) as u64;
+    checksum::fold(w(14) + w(18) + w(22) + w(26) + w(30)) == 0xffff
+}
+
+impl TcpIngress {
+    pub fn new(src: Ipv4Addr, dst: Ipv4Addr, len: u32, checksum_ok: bool) -> TcpIngress {
+        let (s, d) = (src.octets(), dst.octets());
+        TcpIngress { addrs: [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]], len, checksum_ok }
+    }
+
+    pub fn src(&self) -> Ipv4Addr {
+        let a = &self.addrs;
+        Ipv4Addr::new(a[0], a[1], a[2], a[3])
+    }
+
+    pub fn dst(&self) -> Ipv4Addr {
+        let a = &self.addrs;
+        Ipv4Addr::new(a[4], a[5], a[6], a[7])
+    }
+
+    /// Both addresses in one word, for the connection cache.
+    #[inline(always)]
+    pub(crate) fn addr_key(&self) -> u64 {
+        u64::from_ne_bytes(self.addrs)
+    }
 }
 
 /// The interface.
@@ -80,6 +118,9 @@ pub struct Interface {
     config: InterfaceConfig,
     caps: Capabilities,
     mask: u32,
+    /// Our MAC and address as `common_tcp` loads them from a frame.
+    mac_word: u64,
+    addr_word: u32,
     pub arp: ArpCache,
     ip_ident: u16,
 }
@@ -87,7 +128,11 @@ pub struct Interface {
 impl Interface {
     pub fn new(config: InterfaceConfig, caps: Capabilities) -> Interface {
         let mask = if config.prefix_len == 0 { 0 } else { u32::MAX << (32 - config.prefix_len as u32) };
-        Interface { config, caps, mask, arp: ArpCache::new(config.arp), ip_ident: 0 }
+        let m = config.mac.0;
+        let mac_word =
+            u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as u64 | (u16::from_ne_bytes([m[4], m[5]]) as u64) << 32;
+        let addr_word = u32::from_ne_bytes(config.addr.octets());
+        Interface { config, caps, mask, mac_word, addr_word, arp: ArpCache::new(config.arp), ip_ident: 0 }
     }
 
     pub fn config(&self) -> &InterfaceConfig {
@@ -122,8 +167,8 @@ impl Interface {
         tx: &mut Batch,
         counters: &mut Counters,
     ) -> Option<TcpIngress> {
-        counters.frames_in += 1;
         if let Some(ing) = self.common_tcp(frame) {
+            let _ = frame.narrow(COMMON_TCP_OFFSET, ing.len as usize);
             return Some(ing);
         }
         let (ethertype, eth_len) = {
@@ -153,36 +198,49 @@ impl Interface {
     }
 
     /// The common frame in one pass over its first 34 bytes: untagged IPv4 with a 20-byte
-    /// header, to our MAC and our address, TCP, not a fragment, total length within the
-    /// frame, header checksum good. It only accepts, with the outcome the full checks would
-    /// have; anything else (broadcast, VLAN, IP options, a bad sum, ...) goes to them, and
-    /// they decide and count the drop.
+    /// header, to our MAC and our address (or, with `any_destination`, any unicast one),
+    /// TCP with at least a 20-byte header, not a fragment, total length within the frame,
+    /// header checksum good. It only accepts, with the outcome the full checks would have;
+    /// anything else (broadcast, VLAN, IP options, a bad sum, ...) goes to them, and they
+    /// decide and count the drop. The TCP segment starts at byte [`COMMON_TCP_OFFSET`].
     #[inline(always)]
-    fn common_tcp(&self, frame: &mut PBuf) -> Option<TcpIngress> {
+    pub(crate) fn common_tcp(&self, frame: &PBuf) -> Option<TcpIngress> {
         let data = frame.data();
-        let (eth, ip) = data.first_chunk::<34>()?.split_first_chunk::<14>()?;
-        let ip: &[u8; 20] = ip.try_into().ok()?;
-        let total_len = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-        let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff; // MF and offset (is_fragment)
-        if eth[..6] != self.config.mac.0
-            || eth[12..14] != [0x08, 0x00]
-            || ip[0] != 0x45
-            || ip[9] != IpProtocol::TCP.0
-            || ip[16..20] != self.config.addr.octets()
+        let h = data.first_chunk::<34>()?;
+        // Whole words in wire order, compared with constants in wire order: no byte swaps.
+        let ne16 = |i: usize| u16::from_ne_bytes([h[i], h[i + 1]]);
+        let ne32 = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let mac = ne32(0) as u64 | (ne16(4) as u64) << 32;
+        // Bytes 12..16: EtherType IPv4, version 4, a 20-byte header (the DSCP/ECN byte is free).
+        let type_ver = ne32(12) & u32::from_ne_bytes([0xff, 0xff, 0xff, 0]);
+        let frag = ne16(20) & u16::from_ne_bytes([0x3f, 0xff]); // MF and offset (is_fragment)
+        let total_len = u16::from_be_bytes([h[16], h[17]]) as usize;
+        if mac != self.mac_word
+            || type_ver != u32::from_ne_bytes([0x08, 0x00, 0x45, 0])
+            || h[23] != IpProtocol::TCP.0
             || frag != 0
-            || total_len < 20
+            || total_len < 40
             || total_len > data.len() - 14
         {
             return None;
         }
-        let verified = self.caps.rx_checksum || frame.meta.flags.contains(Flags::CSUM_VERIFIED);
-        if !verified && checksum::sum(ip) != 0xffff {
+        let dst = ne32(30);
+        if dst != self.addr_word {
+            // The full checks' rule for a transparent proxy: unicast only.
+            let d = Ipv4Addr::from(dst.to_ne_bytes());
+            if !self.config.any_destination || d.is_broadcast() || d.is_multicast() || d.is_unspecified() {
+                return None;
+            }
+        }
+        let flags = frame.meta.flags;
+        let verified = self.caps.rx_checksum || flags.contains(Flags::CSUM_VERIFIED);
+        if !verified && !ipv4_header_ok(h) {
             return None;
         }
-        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let _ = frame.narrow(34, total_len - 20);
-        let checksum_ok = verified || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
-        Some(TcpIngress { src, dst: self.config.addr, checksum_ok })
+        let checksum_ok = verified || flags.contains(Flags::CSUM_PARTIAL);
+        // The IPv4 header's last eight bytes: source and destination address.
+        let addrs = *h.last_chunk::<8>()?;
+        Some(TcpIngress { addrs, len: total_len as u32 - 20, checksum_ok })
     }
 
     /// IPv4 (RFC 791, RFC 1122 §3.2.1): version, header length, total length (which also
@@ -237,7 +295,7 @@ impl Interface {
         // Keep exactly the TCP segment: the total length decides, padding is dropped.
         let _ = frame.narrow(eth_len + header_len, total_len - header_len);
         let checksum_ok = verified || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
-        Some(TcpIngress { src, dst, checksum_ok })
+        Some(TcpIngress::new(src, dst, (total_len - header_len) as u32, checksum_ok))
     }
 
     #[allow(clippy::too_many_arguments)]

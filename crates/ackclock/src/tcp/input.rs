@@ -16,7 +16,7 @@ use super::stats::DropReason;
 use super::tcb::{ConnError, RxSeg, State, Tcb, Unverified};
 use super::trace;
 use crate::buf::PBuf;
-use crate::time::Duration;
+use crate::time::{Duration, Instant};
 use crate::wire::{checksum, SackBlocks, TcpFlags};
 use core::net::Ipv4Addr;
 
@@ -44,104 +44,178 @@ pub(crate) fn pred_flags(tcb: &Tcb) -> u32 {
     (words << 28) | ((TcpFlags::ACK.bits() as u32) << 16) | raw_wnd
 }
 
-/// What the fast path did.
-pub(crate) enum Fast {
-    /// In-order data queued (case a) or a pure ACK processed (case b); whether output is
-    /// owed and whether a timer changed.
-    Done { dirty: bool, rearm: bool },
-    /// Predicted but the checksum failed: dropped and counted.
-    Dropped,
+/// `pred_flags` as the TCB keeps it: in wire byte order, so that the fast path compares
+/// the segment's word as it loads it, and [`NO_PREDICTION`] when nothing is predicted.
+pub(crate) fn pred_word(tcb: &Tcb) -> u32 {
+    match pred_flags(tcb) {
+        0 => NO_PREDICTION,
+        f => wire(f),
+    }
 }
 
-/// Header prediction (Van Jacobson's `tcp_usrrecv` fast path, seed 000; BSD `tcp_input`).
-/// `w` are the first eight big-endian words of the segment, `len` its payload length.
-/// (a) pure in-order data with ack == snd_una: queue the pbuf, advance rcv_nxt, delayed-ACK
-/// rule; (b) pure ACK of new data, window unchanged: release, sample, grow, wake the writer.
-#[inline]
-pub(crate) fn fast_path(
-    env: &mut Env,
-    tcb: &mut Tcb,
-    w: &[u32; 8],
-    seg: PBuf,
-    checksum_ok: bool,
-) -> Result<Fast, PBuf> {
-    let (seq, ack, flg) = (SeqNumber(w[1]), SeqNumber(w[2]), w[3]);
-    if flg & FMASK != tcb.pred_flags || seq != tcb.rcv_nxt || tcb.pred_flags == 0 {
-        return Err(seg);
+/// No masked word equals it: `FMASK` leaves the reserved bits clear.
+pub(crate) const NO_PREDICTION: u32 = u32::MAX;
+
+/// A 32-bit value as it sits in memory in wire (big-endian) order, read natively.
+const fn wire(x: u32) -> u32 {
+    u32::from_ne_bytes(x.to_be_bytes())
+}
+
+/// What header prediction found in a segment (seed 000's `tcp_usrrecv` fast path, BSD's
+/// `tcp_input` header prediction).
+pub(crate) enum Predicted {
+    /// Case (a): in-order data with `ack == snd_una`, fitting the window; the payload starts
+    /// `hl` bytes into the segment. `unverified` when its checksum is deferred to the copy.
+    Data { seq: SeqNumber, hl: usize, len: u32, unverified: Option<Unverified>, tsval: Option<u32> },
+    /// Case (b): a pure ACK of new data, window unchanged.
+    Ack { seq: SeqNumber, ack: SeqNumber, ts: Option<(u32, u32)> },
+    /// Predicted, but the checksum is bad: drop and count it.
+    BadChecksum,
+}
+
+/// Header prediction: one masked compare of the offset/flags/window word against
+/// `tcb.pred_flags`, `seq == rcv_nxt`, and with timestamps the NOP NOP TS layout and PAWS.
+/// `seg` is the TCP segment (header and payload); `checksum_ok` when the device verified it.
+/// `None` sends the segment to the full path, which decides everything again.
+#[inline(always)]
+pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predicted> {
+    let h = seg.first_chunk::<20>()?;
+    let ne = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    // Compared as loaded: `pred_flags` is kept in wire order, and is NO_PREDICTION when off.
+    if ne(12) & wire(FMASK) != tcb.pred_flags {
+        return None;
     }
-    if checksum_ok && tcb.rcv_unverified != 0 {
-        return Err(seg); // verified behind deferred data: the full path checks those first
+    let seq = SeqNumber(u32::from_be(ne(4)));
+    if seq != tcb.rcv_nxt || (checksum_ok && tcb.rcv_unverified != 0) {
+        // Not next; or verified behind deferred data, which the full path checks first.
+        return None;
     }
-    let hl = ((flg >> 28) * 4) as usize;
-    if seg.len() < hl {
-        return Err(seg); // truncated: the full path rejects it
-    }
-    let ts = if tcb.ts_enabled {
-        if w[5] != crate::wire::tcp::TS_ONLY_PREFIX || ts_older(w[6], tcb.ts_recent) {
-            return Err(seg); // other options, or PAWS says old: full path
+    let ack = SeqNumber(u32::from_be(ne(8)));
+    // The data offset is part of the prediction: 8 words with timestamps, else 5.
+    let (hl, ts) = if tcb.ts_enabled {
+        let t = seg.first_chunk::<32>()?;
+        let ne = |i: usize| u32::from_ne_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
+        let tsval = u32::from_be(ne(24));
+        if ne(20) != wire(crate::wire::tcp::TS_ONLY_PREFIX) || ts_older(tsval, tcb.ts_recent) {
+            return None; // other options, or PAWS says old: full path
         }
-        Some((w[6], w[7]))
+        (32, Some((tsval, u32::from_be(ne(28)))))
     } else {
-        None
+        (20, None)
     };
     let len = seg.len() - hl;
-    // Seed 000's precomputed pseudo-header sum plus the header words already in registers:
-    // 32-bit big-endian words fold to the same ones'-complement sum as 16-bit ones.
-    let header_sum = if checksum_ok {
-        0
-    } else {
-        let mut acc = tcb.ph_sum as u64 + seg.len() as u64;
-        for &x in &w[..hl / 4] {
-            acc += x as u64;
-        }
-        crate::wire::checksum::fold(acc)
-    };
     if len == 0 {
         // (b) A pure ACK for new data.
         if !(tcb.snd_una < ack && ack <= tcb.snd_max) {
-            return Err(seg);
+            return None;
         }
-        if !checksum_ok && header_sum != 0xffff {
-            env.counters.drop(DropReason::BadChecksum);
-            return Ok(Fast::Dropped);
+        if !checksum_ok && header_sum(tcb, seg, hl) != 0xffff {
+            return Some(Predicted::BadChecksum);
         }
-        if let Some((tsval, _)) = ts {
-            if seq <= tcb.last_ack_sent {
-                tcb.ts_recent = tsval;
-                tcb.ts_recent_age = env.now;
-            }
-        }
-        let old_rexmt = tcb.timers.rexmt;
-        ack_advance(env, tcb, ack, ts);
-        tcb.snd_wl1 = seq;
-        tcb.snd_wl2 = ack;
-        if env.trace.on() {
-            let ack = trace::rel(tcb, ack);
-            env.trace.event(env.now, tcb, trace::Event::Ack { ack, sack: [(0, 0); 4], sack_len: 0 });
-            env.trace.sample(env.now, tcb);
-        }
-        tcb.last_rcv = env.now;
-        env.counters.fast_path_acks += 1;
-        // Only the retransmission timer changed. The wheel is lazy (`Tcp::rearm`): a timer
-        // moved later needs no filing, one moved earlier, started or stopped does.
-        let rearm = match (old_rexmt, tcb.timers.rexmt) {
-            (Some(old), Some(new)) => new < old,
-            (old, new) => old != new,
-        };
-        return Ok(Fast::Done { dirty: true, rearm });
+        return Some(Predicted::Ack { seq, ack, ts });
     }
-    // (a) Pure in-order data that fits.
-    if ack != tcb.snd_una || len > tcb.rcv_space() || (!checksum_ok && len < SMALL_SEGMENT) {
-        return Err(seg);
+    // (a) Pure in-order data that fits (prediction implies an empty out-of-order queue).
+    // Small segments are verified at once, by the full path.
+    if ack != tcb.snd_una || tcb.rcv_queued + len > tcb.opts.recv_buffer || (!checksum_ok && len < SMALL_SEGMENT) {
+        return None;
     }
-    let unverified = (!checksum_ok).then_some(Unverified { header_sum, tsval: ts.map(|t| t.0) });
-    let mut payload = seg;
-    let _ = payload.trim_front(hl);
-    let had_delack = tcb.timers.delack.is_some();
-    receive_in_order(env, tcb, seq, payload, len as u32, unverified, ts);
+    let tsval = ts.map(|t| t.0);
+    let unverified = (!checksum_ok).then(|| Unverified { header_sum: header_sum(tcb, seg, hl), tsval });
+    Some(Predicted::Data { seq, hl, len: len as u32, unverified, tsval })
+}
+
+/// Seed 000's precomputed pseudo-header sum plus the header's `hl` bytes, summed as native
+/// words (RFC 1071 §2(B): byte order does not change a ones'-complement sum).
+#[inline(always)]
+fn header_sum(tcb: &Tcb, seg: &[u8], hl: usize) -> u16 {
+    let mut acc = 0u64;
+    for c in seg[..hl].chunks_exact(4) {
+        acc += u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as u64;
+    }
+    let sum = u16::from_be(checksum::fold(acc));
+    checksum::add(checksum::add(sum, tcb.ph_sum), seg.len() as u16)
+}
+
+/// Case (b), a predicted pure ACK: release, sample, grow, wake the writer. Returns whether
+/// the timer wheel must file the connection again.
+#[inline]
+pub(crate) fn fast_ack(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, ack: SeqNumber, ts: Option<(u32, u32)>) -> bool {
+    if let Some((tsval, _)) = ts {
+        if seq <= tcb.last_ack_sent {
+            tcb.ts_recent = tsval;
+            tcb.ts_recent_age = env.now;
+        }
+    }
+    let old_rexmt = tcb.timers.rexmt;
+    ack_advance(env, tcb, ack, ts);
+    tcb.snd_wl1 = seq;
+    tcb.snd_wl2 = ack;
+    if env.trace.on() {
+        let ack = trace::rel(tcb, ack);
+        env.trace.event(env.now, tcb, trace::Event::Ack { ack, sack: [(0, 0); 4], sack_len: 0 });
+        env.trace.sample(env.now, tcb);
+    }
     tcb.last_rcv = env.now;
-    env.counters.fast_path_data += 1;
-    Ok(Fast::Done { dirty: tcb.ack_now, rearm: had_delack != tcb.timers.delack.is_some() })
+    env.counters.fast_path_acks += 1;
+    // Only the retransmission timer changed. The wheel is lazy (`Tcp::rearm`): a timer
+    // moved later needs no filing, one moved earlier, started or stopped does.
+    match (old_rexmt, tcb.timers.rexmt) {
+        (Some(old), Some(new)) => new < old,
+        (old, new) => old != new,
+    }
+}
+
+/// What the fast path did with a segment it looked at (by reference).
+pub(crate) enum Fast {
+    /// Not predicted: the full path decides.
+    Slow,
+    /// Handled; the frame is not needed (a pure ACK, a tiny segment copied into the tail
+    /// of the receive queue, or a bad checksum, counted).
+    Done,
+    /// In-order data, accounted for: the frame goes into the receive queue.
+    Queue(Queue),
+}
+
+/// Where a predicted data segment's frame goes: connection `idx`'s receive queue, as the
+/// entry for `seq`, with its view cut to the `len` payload bytes at `off`.
+#[derive(Clone, Copy)]
+pub(crate) struct Queue {
+    pub idx: u32,
+    pub seq: SeqNumber,
+    pub off: u32,
+    pub len: u32,
+    pub unverified: Option<Unverified>,
+}
+
+/// Case (a), predicted in-order data (`payload`): the delayed-ACK rule and the receive
+/// state, as if the frame were already queued. Returns whether it must still be queued
+/// (false when it was copied into the queue's tail) and whether the delayed-ACK timer
+/// started.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fast_data(
+    now: Instant,
+    delayed_ack: Duration,
+    counters: &mut super::stats::Counters,
+    tcb: &mut Tcb,
+    seq: SeqNumber,
+    payload: &[u8],
+    unverified: Option<Unverified>,
+    tsval: Option<u32>,
+) -> (bool, bool) {
+    let had_delack = tcb.timers.delack.is_some();
+    let merged = unverified.is_none()
+        && payload.len() < SMALL_SEGMENT
+        && tcb.rcv_unverified == 0
+        && merge_into_tail(tcb, payload);
+    if !merged && unverified.is_some() {
+        tcb.rcv_unverified += 1;
+    }
+    // No out-of-order data: prediction requires an empty out-of-order queue.
+    in_order_received(now, delayed_ack, tcb, seq, payload.len() as u32, unverified.is_some(), tsval, false);
+    tcb.last_rcv = now;
+    counters.fast_path_data += 1;
+    (!merged, had_delack != tcb.timers.delack.is_some())
 }
 
 /// A parsed segment header.
@@ -813,7 +887,7 @@ fn text_and_fin(
     }
     if len > 0 {
         if seq == tcb.rcv_nxt {
-            receive_in_order(env, tcb, seq, payload, len, unverified, seg.ts);
+            receive_in_order(env.now, env.config.delayed_ack, tcb, seq, payload, len, unverified, seg.ts);
         } else if tcb.ooo.segments() >= max_ooo_segments(tcb) {
             env.counters.drop(DropReason::RcvQueueFull);
             tcb.ack_now = true;
@@ -853,8 +927,10 @@ fn max_ooo_segments(tcb: &Tcb) -> usize {
 /// fast path: the rare parts (merging a tiny segment, draining the out-of-order queue) are
 /// out of line.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn receive_in_order(
-    env: &mut Env,
+    now: Instant,
+    delayed_ack: Duration,
     tcb: &mut Tcb,
     seq: SeqNumber,
     mut payload: PBuf,
@@ -868,7 +944,7 @@ fn receive_in_order(
     let merged = unverified.is_none()
         && (len as usize) < SMALL_SEGMENT
         && tcb.rcv_unverified == 0
-        && merge_into_tail(tcb, &payload, len as usize);
+        && merge_into_tail(tcb, payload.data());
     if !merged {
         payload.meta.flags = Default::default();
         tcb.rcvq.push_back(RxSeg { seq, buf: payload, unverified });
@@ -876,41 +952,60 @@ fn receive_in_order(
             tcb.rcv_unverified += 1;
         }
     }
+    in_order_received(now, delayed_ack, tcb, seq, len, unverified.is_some(), ts.map(|t| t.0), had_ooo);
+    if had_ooo {
+        drain_ooo(tcb);
+    }
+}
+
+/// The receive state after `len` in-order bytes at `seq` joined the receive queue:
+/// rcv_nxt, TS.Recent, and the delayed-ACK rule (`filled_hole` when out-of-order data
+/// waited behind them).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn in_order_received(
+    now: Instant,
+    delayed_ack: Duration,
+    tcb: &mut Tcb,
+    seq: SeqNumber,
+    len: u32,
+    unverified: bool,
+    tsval: Option<u32>,
+    filled_hole: bool,
+) {
     tcb.rcv_queued += len as usize;
     tcb.advance_rcv_nxt(len);
     tcb.stats.bytes_received += len as u64;
-    if unverified.is_none() {
+    if !unverified {
         // RFC 7323 §4.3: TS.Recent from a verified segment at or before Last.ACK.sent.
-        if let (true, Some((tsval, _))) = (tcb.ts_enabled, ts) {
+        if let (true, Some(tsval)) = (tcb.ts_enabled, tsval) {
             if seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
                 tcb.ts_recent = tsval;
-                tcb.ts_recent_age = env.now;
+                tcb.ts_recent_age = now;
             }
         }
-    }
-    if had_ooo {
-        drain_ooo(tcb);
     }
     // RFC 5681 §4.2: an ACK for at least every second full-sized segment; at once when the
     // segment filled a hole; otherwise within the delayed-ACK time.
     tcb.unacked_segs += 1;
-    if had_ooo || tcb.unacked_segs >= 2 {
+    if filled_hole || tcb.unacked_segs >= 2 {
         tcb.ack_now = true;
     } else if tcb.timers.delack.is_none() {
-        tcb.timers.delack = Some(env.now + env.config.delayed_ack);
+        tcb.timers.delack = Some(now + delayed_ack);
     }
 }
 
 /// Copy a tiny segment's payload into the tail of the receive queue if it fits there.
 #[inline(never)]
-fn merge_into_tail(tcb: &mut Tcb, payload: &PBuf, len: usize) -> bool {
+fn merge_into_tail(tcb: &mut Tcb, payload: &[u8]) -> bool {
+    let len = payload.len();
     let Some(tail) = tcb.rcvq.back_mut() else { return false };
     if !tail.buf.is_unique() || tail.buf.tailroom() < len {
         return false;
     }
     match tail.buf.append(len) {
         Ok(dst) => {
-            dst.copy_from_slice(payload.data());
+            dst.copy_from_slice(payload);
             true
         }
         Err(_) => false,

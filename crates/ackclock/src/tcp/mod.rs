@@ -18,6 +18,7 @@ pub(crate) mod output;
 pub mod reasm;
 pub(crate) mod recovery;
 pub mod rtt;
+pub(crate) mod rxq;
 pub mod seq;
 pub mod stats;
 pub(crate) mod tcb;
@@ -31,7 +32,7 @@ pub use stats::{ConnStats, Counters, DropReason, TcpInfo};
 pub use tcb::{ConnError, FourTuple, State};
 
 use crate::buf::{PBuf, Pool};
-use crate::iface::{Interface, TcpIngress};
+use crate::iface::{Interface, TcpIngress, COMMON_TCP_OFFSET};
 use crate::phy::Batch;
 use crate::time::{Duration, Instant};
 use crate::wire::{checksum, TcpFlags, TcpPacket, TcpRepr};
@@ -43,7 +44,7 @@ use isn::{IsnGenerator, PortAllocator};
 use reasm::OutOfOrderQueue;
 use rtt::RttEstimator;
 use std::collections::{HashMap, VecDeque};
-use tcb::{Tcb, Timers, Unverified};
+use tcb::{RxSeg, Tcb, Timers, Unverified};
 use wheel::TimerWheel;
 
 /// The `Env` of a protocol routine, borrowing the stack-wide parts of `$tcp` field by field
@@ -99,7 +100,7 @@ pub struct Tcp {
     pub(crate) slots: Vec<Slot>,
     free_slots: Vec<u32>,
     table: HashMap<FourTuple, u32, KeyedState>,
-    last_hit: Option<(FourTuple, u32)>,
+    last_hit: Option<LastHit>,
     pub(crate) listeners: Vec<Option<Listener>>,
     listener_gen: u32,
     listen_table: HashMap<(Ipv4Addr, u16), u32, KeyedState>,
@@ -116,6 +117,15 @@ pub struct Tcp {
     live: usize,
     /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
     gso_max: usize,
+}
+
+/// The connection cache: the last connection a segment was found for, keyed by the
+/// segment's addresses and ports as they are on the wire (see `Tcp::lookup_wire`).
+#[derive(Debug, Clone, Copy)]
+struct LastHit {
+    addrs: u64,
+    ports: u32,
+    idx: u32,
 }
 
 /// What a receive callback did with the front segment's bytes.
@@ -208,16 +218,45 @@ impl Tcp {
         self.live
     }
 
-    #[inline]
+    /// The connection of a segment from `tuple`'s remote end to its local end.
     fn lookup(&mut self, tuple: &FourTuple) -> Option<u32> {
-        if let Some((t, i)) = self.last_hit {
-            if t == *tuple {
-                return Some(i);
+        let (r, l) = (tuple.remote_addr.octets(), tuple.local_addr.octets());
+        let addrs = u64::from_ne_bytes([r[0], r[1], r[2], r[3], l[0], l[1], l[2], l[3]]);
+        let (rp, lp) = (tuple.remote_port.to_be_bytes(), tuple.local_port.to_be_bytes());
+        let ports = u32::from_ne_bytes([rp[0], rp[1], lp[0], lp[1]]);
+        self.lookup_keyed(addrs, ports, tuple)
+    }
+
+    /// `lookup` with the segment's addresses (source, destination) and ports (source,
+    /// destination) as they are on the wire: the fast path compares them with the last
+    /// connection found in two instructions, and builds the 4-tuple only on a miss.
+    #[inline(always)]
+    fn lookup_wire(&mut self, addrs: u64, ports: u32) -> Option<u32> {
+        match self.last_hit {
+            Some(h) if h.addrs == addrs && h.ports == ports => Some(h.idx),
+            _ => {
+                let (a, p) = (addrs.to_ne_bytes(), ports.to_ne_bytes());
+                let tuple = FourTuple {
+                    local_addr: Ipv4Addr::new(a[4], a[5], a[6], a[7]),
+                    local_port: u16::from_be_bytes([p[2], p[3]]),
+                    remote_addr: Ipv4Addr::new(a[0], a[1], a[2], a[3]),
+                    remote_port: u16::from_be_bytes([p[0], p[1]]),
+                };
+                self.lookup_keyed(addrs, ports, &tuple)
             }
         }
-        let i = *self.table.get(tuple)?;
-        self.last_hit = Some((*tuple, i));
-        Some(i)
+    }
+
+    #[inline(never)]
+    fn lookup_keyed(&mut self, addrs: u64, ports: u32, tuple: &FourTuple) -> Option<u32> {
+        if let Some(h) = self.last_hit {
+            if h.addrs == addrs && h.ports == ports {
+                return Some(h.idx);
+            }
+        }
+        let idx = *self.table.get(tuple)?;
+        self.last_hit = Some(LastHit { addrs, ports, idx });
+        Some(idx)
     }
 
     fn listener_for(&self, addr: Ipv4Addr, port: u16) -> Option<u32> {
@@ -342,7 +381,7 @@ impl Tcp {
             snd_end: iss + 1,
             snd_nxt_idx: 0,
             fin_queued: false,
-            rcvq: VecDeque::new(),
+            rcvq: rxq::RxQueue::new(),
             rcv_queued: 0,
             rcv_unverified: 0,
             ooo: OutOfOrderQueue::new(),
@@ -357,7 +396,7 @@ impl Tcp {
             accept_queued: false,
             dirty: false,
             stats: ConnStats::default(),
-            pred_flags: 0,
+            pred_flags: input::NO_PREDICTION,
             ph_sum: checksum::pseudo_header(tuple.remote_addr, tuple.local_addr, crate::wire::IpProtocol::TCP.0, 0),
         }
     }
@@ -399,7 +438,7 @@ impl Tcp {
         if self.table.get(&tuple) == Some(&idx) {
             self.table.remove(&tuple);
         }
-        if self.last_hit.is_some_and(|(_, i)| i == idx) {
+        if self.last_hit.is_some_and(|h| h.idx == idx) {
             self.last_hit = None;
         }
         self.wheel.cancel(idx);
@@ -441,57 +480,97 @@ impl Tcp {
     /// Recompute a connection's header prediction after its state changed.
     fn repredict(&mut self, idx: u32) {
         if let Some(tcb) = self.tcb_mut(idx) {
-            tcb.pred_flags = input::pred_flags(tcb);
+            tcb.pred_flags = input::pred_word(tcb);
         }
     }
 
-    /// Process one received TCP segment: header prediction first, then the full path.
-    #[inline]
-    pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, mut segment: PBuf, io: Io<'_>) {
-        self.counters.segs_in += 1;
-        let Io { pool, iface, tx } = io;
-        let TcpIngress { src, dst, checksum_ok } = ing;
-        if let Some((h, rest)) = segment.data().split_first_chunk::<20>() {
-            // The header's first eight words (the last three only with 12 bytes of options or
-            // more, else 0), loaded once: two length checks, not eight.
-            let o = rest.first_chunk::<12>().copied().unwrap_or([0; 12]);
-            let be = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-            let w = [be(h, 0), be(h, 4), be(h, 8), be(h, 12), be(h, 16), be(&o, 0), be(&o, 4), be(&o, 8)];
-            let tuple = FourTuple {
-                local_addr: dst,
-                local_port: w[0] as u16,
-                remote_addr: src,
-                remote_port: (w[0] >> 16) as u16,
-            };
-            if let Some(idx) = self.lookup(&tuple) {
-                if let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() {
-                    let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
-                    match input::fast_path(&mut env, tcb, &w, segment, checksum_ok) {
-                        Ok(input::Fast::Done { dirty, rearm }) => {
-                            tcb.stats.segs_in += 1;
-                            if dirty && !tcb.dirty {
-                                tcb.dirty = true;
-                                self.dirty.push(idx);
-                            }
-                            if rearm {
-                                self.rearm(idx);
-                            }
-                            return;
-                        }
-                        Ok(input::Fast::Dropped) => return,
-                        Err(seg) => segment = seg,
-                    }
-                }
-            }
+    /// Header prediction for a frame straight from the device (`Stack::process`): a common
+    /// frame (`Interface::common_tcp`) whose segment its connection predicts is handled
+    /// here, from the frame to the receive queue; anything else comes back untouched.
+    #[inline(always)]
+    pub(crate) fn input_predicted(&mut self, now: Instant, frame: &PBuf, io: Io<'_>) -> input::Fast {
+        match io.iface.common_tcp(frame) {
+            Some(ing) => self.fast(now, ing, COMMON_TCP_OFFSET, frame, io),
+            None => input::Fast::Slow,
         }
-        self.input_slow(now, ing, segment, Io { pool, iface, tx });
+    }
+
+    /// A received TCP segment (the frame's view is exactly the segment), after the full
+    /// link and IP checks: header prediction, else the full path.
+    pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, segment: PBuf, io: Io<'_>) {
+        let Io { pool, iface, tx } = io;
+        match self.fast(now, ing, 0, &segment, Io { pool, iface: &mut *iface, tx: &mut *tx }) {
+            input::Fast::Slow => self.input_slow(now, ing, segment, Io { pool, iface, tx }),
+            input::Fast::Done => {}
+            input::Fast::Queue(q) => self.enqueue(q, segment),
+        }
+    }
+
+    /// The last step of header prediction's case (a): the frame moves into the receive
+    /// queue, once, and its view is cut to the payload there. (The fast path looks at the
+    /// frame only by reference: handed down by value through the layers, it was copied at
+    /// every step.)
+    #[inline(always)]
+    pub(crate) fn enqueue(&mut self, q: input::Queue, frame: PBuf) {
+        let Some(tcb) = self.slots.get_mut(q.idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        let e = tcb.rcvq.push_back(RxSeg { seq: q.seq, buf: frame, unverified: q.unverified });
+        let _ = e.buf.narrow(q.off as usize, q.len as usize);
+        e.buf.meta.flags = Default::default();
+    }
+
+    /// Header prediction and the fast path for the TCP segment of `ing.len` bytes at `off`
+    /// in `frame`: its connection (last-hit cache, then the table), `input::predict`, and
+    /// cases (a) and (b).
+    #[inline(always)]
+    fn fast(&mut self, now: Instant, ing: TcpIngress, off: usize, frame: &PBuf, io: Io<'_>) -> input::Fast {
+        let Some(seg) = frame.data().get(off..off + ing.len as usize) else { return input::Fast::Slow };
+        let Some(p) = seg.first_chunk::<4>() else { return input::Fast::Slow };
+        let ports = u32::from_ne_bytes(*p);
+        let Some(idx) = self.lookup_wire(ing.addr_key(), ports) else { return input::Fast::Slow };
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return input::Fast::Slow;
+        };
+        let Some(p) = input::predict(tcb, seg, ing.checksum_ok) else { return input::Fast::Slow };
+        self.counters.segs_in += 1;
+        let (out, dirty, rearm) = match p {
+            input::Predicted::Data { seq, hl, len, unverified, tsval } => {
+                let payload = seg.get(hl..).unwrap_or_default();
+                let c = &mut self.counters;
+                let (queue, rearm) =
+                    input::fast_data(now, self.config.delayed_ack, c, tcb, seq, payload, unverified, tsval);
+                let out = match queue {
+                    true => input::Fast::Queue(input::Queue { idx, seq, off: (off + hl) as u32, len, unverified }),
+                    false => input::Fast::Done,
+                };
+                (out, tcb.ack_now, rearm)
+            }
+            input::Predicted::Ack { seq, ack, ts } => {
+                let Io { pool, iface, tx } = io;
+                let mut env = env!(self, now, pool, iface, tx);
+                (input::Fast::Done, true, input::fast_ack(&mut env, tcb, seq, ack, ts))
+            }
+            input::Predicted::BadChecksum => {
+                self.counters.drop(DropReason::BadChecksum);
+                return input::Fast::Done;
+            }
+        };
+        tcb.stats.segs_in += 1;
+        if dirty && !tcb.dirty {
+            tcb.dirty = true;
+            self.dirty.push(idx);
+        }
+        if rearm {
+            self.rearm(idx);
+        }
+        out
     }
 
     /// The full path: everything header prediction did not take.
     #[inline(never)]
     fn input_slow(&mut self, now: Instant, ing: TcpIngress, mut segment: PBuf, io: Io<'_>) {
+        self.counters.segs_in += 1;
         self.counters.slow_path += 1;
-        let TcpIngress { src, dst, checksum_ok } = ing;
+        let (src, dst, checksum_ok) = (ing.src(), ing.dst(), ing.checksum_ok);
         let (seg, hdr_len) = match parse_segment(src, dst, segment.data()) {
             Ok(x) => x,
             Err(_) => {
@@ -1015,12 +1094,13 @@ impl Tcp {
             }
             copied += n;
             tcb.rcv_queued -= n;
-            let front = &mut tcb.rcvq[0];
             if n == len {
                 tcb.rcvq.pop_front();
             } else {
-                let _ = front.buf.trim_front(n);
-                front.seq += n as u32;
+                if let Some(front) = tcb.rcvq.front_mut() {
+                    let _ = front.buf.trim_front(n);
+                    front.seq += n as u32;
+                }
                 break;
             }
         }

@@ -268,7 +268,7 @@ pub(crate) struct Tcb {
     /// The application has shut down writing: a FIN follows the queued data.
     pub fin_queued: bool,
     /// In-order data waiting for the application.
-    pub rcvq: VecDeque<RxSeg>,
+    pub rcvq: super::rxq::RxQueue,
     /// Payload bytes in `rcvq`.
     pub rcv_queued: usize,
     /// The last `rcv_unverified` entries of `rcvq` have not had their checksum checked.
@@ -301,7 +301,8 @@ pub(crate) struct Tcb {
     pub dirty: bool,
 
     pub stats: ConnStats,
-    /// Header prediction: the expected offset/flags/window word (see `input::pred_flags`).
+    /// Header prediction: the expected offset/flags/window word, in wire byte order (see
+    /// `input::pred_word`).
     pub pred_flags: u32,
     /// Sum of the pseudo-header's addresses and protocol (seed 000's `ph_sum`), so that a
     /// segment's checksum costs only its header and length.
@@ -313,10 +314,9 @@ impl Tcb {
     /// verified.
     #[inline]
     pub fn ack_seq(&self) -> SeqNumber {
-        if self.rcv_unverified > 0 {
-            self.rcvq[self.rcvq.len() - self.rcv_unverified].seq
-        } else {
-            self.rcv_nxt
+        match self.rcvq.get(self.rcvq.len().wrapping_sub(self.rcv_unverified)) {
+            Some(s) if self.rcv_unverified > 0 => s.seq,
+            _ => self.rcv_nxt,
         }
     }
 

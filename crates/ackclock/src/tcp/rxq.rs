@@ -1,0 +1,178 @@
+//! The receive queue: in-order segments waiting for the application.
+//!
+//! Appending is the last step of header prediction's data case (seed 000), so it must be a
+//! few stores. `VecDeque::push_back` did it behind a call that was not inlined, and its
+//! 56-byte entry was copied through the stack on the way (BENCHMARKS.md, "Receive path").
+
+use super::tcb::RxSeg;
+use core::fmt;
+
+/// A queue of [`RxSeg`]s: a vector whose front part (before `head`) has been read.
+///
+/// Appending is `Vec::push`, which writes the new entry in place: no drop of an old value
+/// and no copy through the stack. Reading from the front takes entries out (leaving `None`)
+/// and moves `head`; the vector is emptied when the reader catches up and compacted when the
+/// read part is at least half of it, so each entry is moved at most about once more.
+#[derive(Default)]
+pub(crate) struct RxQueue {
+    v: Vec<Option<RxSeg>>,
+    /// Index in `v` of the front entry.
+    head: usize,
+}
+
+impl RxQueue {
+    /// An empty queue; it allocates on the first push.
+    pub fn new() -> RxQueue {
+        RxQueue { v: Vec::new(), head: 0 }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.v.len() - self.head
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.v.len() == self.head
+    }
+
+    /// Append at the back; returns the new entry.
+    #[inline(always)]
+    pub fn push_back(&mut self, seg: RxSeg) -> &mut RxSeg {
+        self.v.push(Some(seg));
+        match self.v.last_mut() {
+            Some(Some(e)) => e,
+            _ => unreachable!("just pushed"),
+        }
+    }
+
+    /// After a removal: forget the read part when nothing is left, or when it is at least
+    /// half of the vector.
+    fn settle(&mut self) {
+        if self.head == self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        } else if self.head >= 32 && self.head * 2 >= self.v.len() {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    pub fn pop_front(&mut self) -> Option<RxSeg> {
+        let s = self.v.get_mut(self.head)?.take();
+        self.head += 1;
+        self.settle();
+        s
+    }
+
+    pub fn pop_back(&mut self) -> Option<RxSeg> {
+        if self.is_empty() {
+            return None;
+        }
+        let s = self.v.pop().flatten();
+        self.settle();
+        s
+    }
+
+    pub fn get(&self, i: usize) -> Option<&RxSeg> {
+        self.v.get(self.head.checked_add(i)?)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut RxSeg> {
+        self.v.get_mut(self.head.checked_add(i)?)?.as_mut()
+    }
+
+    pub fn front(&self) -> Option<&RxSeg> {
+        self.get(0)
+    }
+
+    pub fn front_mut(&mut self) -> Option<&mut RxSeg> {
+        self.get_mut(0)
+    }
+
+    pub fn back_mut(&mut self) -> Option<&mut RxSeg> {
+        if self.is_empty() {
+            return None;
+        }
+        self.v.last_mut()?.as_mut()
+    }
+
+    /// Drop every segment (their buffers go back to the pool); the vector stays allocated.
+    pub fn clear(&mut self) {
+        self.v.clear();
+        self.head = 0;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &RxSeg> {
+        self.v[self.head..].iter().flatten()
+    }
+}
+
+impl core::ops::Index<usize> for RxQueue {
+    type Output = RxSeg;
+    /// Panics when `i` is out of range, as `VecDeque` does.
+    fn index(&self, i: usize) -> &RxSeg {
+        self.get(i).expect("receive queue index out of range")
+    }
+}
+
+impl core::ops::IndexMut<usize> for RxQueue {
+    fn index_mut(&mut self, i: usize) -> &mut RxSeg {
+        self.get_mut(i).expect("receive queue index out of range")
+    }
+}
+
+impl fmt::Debug for RxQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+    use crate::tcp::seq::SeqNumber;
+
+    fn seg(pool: &Pool, seq: u32) -> RxSeg {
+        RxSeg { seq: SeqNumber(seq), buf: pool.alloc().unwrap(), unverified: None }
+    }
+
+    /// Order is kept across compaction and growth, from both ends, and every buffer goes
+    /// back to the pool.
+    #[test]
+    fn fifo_across_compaction_and_growth() {
+        let pool = Pool::new(PoolConfig { buffers: 64, buffer_size: 256, headroom: 0 }).unwrap();
+        let mut q = RxQueue::new();
+        let mut model = std::collections::VecDeque::new();
+        let mut next = 0u32;
+        // Push/pop patterns that empty, compact and grow the vector at several sizes.
+        for round in 0..200u32 {
+            let pushes = (round * 7) % 11;
+            for _ in 0..pushes {
+                if pool.available() == 0 {
+                    break;
+                }
+                q.push_back(seg(&pool, next));
+                model.push_back(next);
+                next += 1;
+            }
+            let pops = (round * 5) % 9;
+            for k in 0..pops {
+                let (got, want) =
+                    if k % 3 == 2 { (q.pop_back(), model.pop_back()) } else { (q.pop_front(), model.pop_front()) };
+                assert_eq!(got.map(|s| s.seq.0), want);
+            }
+            assert_eq!(q.len(), model.len());
+            let seqs: Vec<u32> = q.iter().map(|s| s.seq.0).collect();
+            assert_eq!(seqs, model.iter().copied().collect::<Vec<_>>());
+            assert_eq!(q.front().map(|s| s.seq.0), model.front().copied());
+            assert_eq!(q.back_mut().map(|s| s.seq.0), model.back().copied());
+        }
+        assert_eq!(pool.available() + q.len(), 64);
+        q.clear();
+        assert!(q.is_empty() && q.front().is_none() && q.pop_front().is_none() && q.pop_back().is_none());
+        assert_eq!(pool.available(), 64);
+        assert!(q.get(0).is_none());
+    }
+}
