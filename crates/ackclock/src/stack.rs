@@ -144,7 +144,13 @@ impl Stack {
         match self.tcp.input_predicted(self.now, &frame, io) {
             Fast::Slow => self.process_full(frame),
             Fast::Done => {}
-            Fast::Queue(q) => self.tcp.enqueue(q, frame),
+            // The frame moves once, into the receive queue; handed down by value through
+            // the layers it was copied at every step.
+            Fast::Queue(q) => {
+                if let Some(rq) = self.tcp.rcvq(q.idx) {
+                    rq.push_frame(q.seq, frame, q.off, q.len, q.unverified);
+                }
+            }
         }
     }
 

@@ -44,7 +44,7 @@ use isn::{IsnGenerator, PortAllocator};
 use reasm::OutOfOrderQueue;
 use rtt::RttEstimator;
 use std::collections::{HashMap, VecDeque};
-use tcb::{RxSeg, Tcb, Timers, Unverified};
+use tcb::{Tcb, Timers, Unverified};
 use wheel::TimerWheel;
 
 /// The `Env` of a protocol routine, borrowing the stack-wide parts of `$tcp` field by field
@@ -502,20 +502,18 @@ impl Tcp {
         match self.fast(now, ing, 0, &segment, Io { pool, iface: &mut *iface, tx: &mut *tx }) {
             input::Fast::Slow => self.input_slow(now, ing, segment, Io { pool, iface, tx }),
             input::Fast::Done => {}
-            input::Fast::Queue(q) => self.enqueue(q, segment),
+            input::Fast::Queue(q) => {
+                if let Some(rq) = self.rcvq(q.idx) {
+                    rq.push_frame(q.seq, segment, q.off, q.len, q.unverified);
+                }
+            }
         }
     }
 
-    /// The last step of header prediction's case (a): the frame moves into the receive
-    /// queue, once, and its view is cut to the payload there. (The fast path looks at the
-    /// frame only by reference: handed down by value through the layers, it was copied at
-    /// every step.)
+    /// The receive queue of connection `idx`: where the fast path's case (a) puts a frame.
     #[inline(always)]
-    pub(crate) fn enqueue(&mut self, q: input::Queue, frame: PBuf) {
-        let Some(tcb) = self.slots.get_mut(q.idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
-        let e = tcb.rcvq.push_back(RxSeg { seq: q.seq, buf: frame, unverified: q.unverified });
-        let _ = e.buf.narrow(q.off as usize, q.len as usize);
-        e.buf.meta.flags = Default::default();
+    pub(crate) fn rcvq(&mut self, idx: u32) -> Option<&mut rxq::RxQueue> {
+        Some(&mut self.slots.get_mut(idx as usize)?.tcb.as_deref_mut()?.rcvq)
     }
 
     /// Header prediction and the fast path for the TCP segment of `ing.len` bytes at `off`

@@ -4,7 +4,9 @@
 //! few stores. `VecDeque::push_back` did it behind a call that was not inlined, and its
 //! 56-byte entry was copied through the stack on the way (BENCHMARKS.md, "Receive path").
 
-use super::tcb::RxSeg;
+use super::seq::SeqNumber;
+use super::tcb::{RxSeg, Unverified};
+use crate::buf::PBuf;
 use core::fmt;
 
 /// A queue of [`RxSeg`]s: a vector whose front part (before `head`) has been read.
@@ -43,6 +45,16 @@ impl RxQueue {
         match self.v.last_mut() {
             Some(Some(e)) => e,
             _ => unreachable!("just pushed"),
+        }
+    }
+
+    /// Append a received frame whose payload is the `len` bytes at `off`.
+    #[inline(always)]
+    pub fn push_frame(&mut self, seq: SeqNumber, buf: PBuf, off: u32, len: u32, unverified: Option<Unverified>) {
+        self.v.push(Some(RxSeg { seq, buf, unverified }));
+        if let Some(Some(e)) = self.v.last_mut() {
+            let _ = e.buf.narrow(off as usize, len as usize);
+            e.buf.meta.flags = Default::default();
         }
     }
 
