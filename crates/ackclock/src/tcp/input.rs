@@ -782,26 +782,29 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u3
     }
     // RTT: the echoed timestamp if there is one (RFC 7323 §4), else the timed segment if
     // it was not retransmitted (Karn's rule).
-    let mut sample = None;
+    // The estimator takes whole microseconds (as `RttEstimator::sample` would make them).
+    let (mut sample, mut sample_us) = (None, 0);
     if tcb.ts_enabled {
         if let Some((_, tsecr)) = ts {
             if tsecr != 0 {
                 let ms = tcb.ts_now(env.now).wrapping_sub(tsecr);
                 if (ms as i32) >= 0 {
                     sample = Some(Duration::from_millis(ms as u64));
+                    sample_us = ms as u64 * 1000;
                 }
             }
         }
     } else if let Some((seq, sent)) = tcb.rtt_seq {
         if ack > seq {
-            sample = Some(env.now.saturating_duration_since(sent));
+            let rtt = env.now.saturating_duration_since(sent);
+            // Without the u128 of `as_micros`.
+            sample_us = rtt.as_secs().saturating_mul(1_000_000).saturating_add(rtt.subsec_micros() as u64);
+            sample = Some(rtt);
             tcb.rtt_seq = None;
         }
     }
-    if let Some(rtt) = sample {
-        // Whole microseconds, as `sample` would take them, without the u128 of `as_micros`.
-        let us = rtt.as_secs().saturating_mul(1_000_000).saturating_add(rtt.subsec_micros() as u64);
-        tcb.rtt.sample_micros(us);
+    if sample.is_some() {
+        tcb.rtt.sample_micros(sample_us);
     }
     // Release acknowledged segments: their pbufs go back to the pool here.
     while let Some(front) = tcb.sndq.front() {
