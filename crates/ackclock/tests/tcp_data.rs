@@ -1480,3 +1480,39 @@ fn tiny_writes_are_charged_a_minimum_per_segment() {
     assert_eq!(queued, 4096 / 256);
     assert!(!t.stack.tcp_readiness(c).unwrap().writable);
 }
+
+/// RFC 9293 §3.10.7.4 (a segment is trimmed to the receive window; the part beyond the
+/// right edge is not accepted) on the fast path, as Linux's `tcp_rcv_established` does: in-
+/// order data is predicted only if it ends at or before the right edge we advertised, even
+/// when the buffer has room for more. Here 65000 bytes arrive unread into a 65535-byte
+/// buffer (right edge P + 65535), the application reads 1000 (too little for a window
+/// update), and the peer sends 1460 bytes where 535 fit the window: 535 are kept, and
+/// `tcp_recv` returns exactly the bytes up to the edge. Before, the fast path took all 1460;
+/// and the full path deferred the segment's checksum and then trimmed it, so the check
+/// failed and the 535 bytes were dropped as corrupt.
+#[test]
+fn in_order_data_beyond_the_advertised_window_is_cut_at_the_right_edge() {
+    let cfg = TcpConfig { recv_buffer: 65535, ..tcp_config() };
+    let (mut t, c) = established(cfg, seg("S").win(65535).mss(1460));
+    let data = stream(66460, 3);
+    for k in 0..65u32 {
+        t.inject_payload(10, kseg(k, 10, false), &data[1000 * k as usize..1000 * (k + 1) as usize]);
+    }
+    let sent = t.run_to(11);
+    assert_eq!(sent.last().map(|(_, s)| (s.ack, s.win)), Some((P + 65000, 535)));
+    let mut first = [0u8; 1000];
+    assert_eq!(t.stack.tcp_recv(c, &mut first), Ok(1000));
+    t.expect_nothing(20);
+    let fast = t.stack.counters().fast_path_data;
+    t.inject_payload(30, seg(".").seq(P + 65000).ack(1).win(65535).len(1460), &data[65000..66460]);
+    // The 535 bytes kept count as one segment for the delayed-ACK rule: the ACK comes
+    // 40 ms later, for the right edge, with the window now closed.
+    t.expect_nothing(69);
+    t.expect(70, seg(".").seq(1).ack(P + 65535).win(0));
+    assert_eq!(t.stack.counters().fast_path_data, fast, "beyond the right edge: the full path");
+    // Checked at once, not deferred: a trimmed segment could not be checked later.
+    assert_eq!(t.stack.counters().drops_bad_checksum, 0);
+    let mut all = first.to_vec();
+    all.extend(recv_all(&mut t, c));
+    assert!(all == data[..65535], "{} bytes delivered", all.len());
+}

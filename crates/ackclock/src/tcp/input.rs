@@ -115,9 +115,14 @@ pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predic
         }
         return Some(Predicted::Ack { seq, ack, ts });
     }
-    // (a) Pure in-order data that fits (prediction implies an empty out-of-order queue).
-    // Small segments are verified at once, by the full path.
-    if ack != tcb.snd_una || tcb.rcv_queued + len > tcb.opts.recv_buffer || (!checksum_ok && len < SMALL_SEGMENT) {
+    // (a) Pure in-order data that fits: within the right edge we advertised (RFC 9293
+    // §3.10.7.4; the full path trims what lies beyond it) and the buffer (prediction implies
+    // an empty out-of-order queue). Small segments are verified at once, by the full path.
+    if ack != tcb.snd_una
+        || seq + len as u32 > tcb.rcv_adv
+        || tcb.rcv_queued + len > tcb.opts.recv_buffer
+        || (!checksum_ok && len < SMALL_SEGMENT)
+    {
         return None;
     }
     let tsval = ts.map(|t| t.0);
@@ -276,7 +281,8 @@ pub(crate) const SMALL_SEGMENT: usize = 256;
 /// Whether `seg` may have its payload checksum checked later, during the copy to the
 /// application: it must change nothing but `rcv_nxt` (Afterburner's three tests: an
 /// established connection, nothing but data, the next data in sequence) — no SYN/FIN/RST/URG,
-/// an ACK that moves nothing, the same window, no SACK blocks, and nothing out of order.
+/// an ACK that moves nothing, the same window, no SACK blocks, nothing out of order, and all
+/// of it inside the window.
 #[inline]
 pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
     tcb.state == State::Established
@@ -285,6 +291,9 @@ pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
         && seg.ack == tcb.snd_una
         && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
         && seg.len as usize >= SMALL_SEGMENT
+        // Nothing beyond the right edge we advertised: a trimmed segment could not be
+        // checked against its header's sum later (RFC 9293 §3.10.7.4 trims it).
+        && seg.seq + seg.len <= tcb.rcv_adv
         && seg.sack.is_empty()
         && tcb.ooo.is_empty()
         && tcb.rcv_fin.is_none()
