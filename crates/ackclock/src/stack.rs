@@ -182,6 +182,8 @@ impl Stack {
             self.announced = true;
             self.iface.announce(&self.pool, &mut self.tx, &mut self.tcp.counters);
         }
+        // Frames whose next hop never answered give their buffers back.
+        self.iface.arp.expire_pending(now);
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         self.tcp.run_timers(now, io);
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
@@ -214,11 +216,15 @@ impl Stack {
         self.transmit(now, dev);
     }
 
-    /// When to call again at the latest: `now` if output is pending, else the earliest timer.
+    /// When to call again at the latest: `now` if output is pending, else the earliest timer
+    /// (a connection's, or a frame waiting for ARP giving up).
     pub fn poll_at(&self) -> Option<Instant> {
         if !self.tx.is_empty() {
             return Some(self.now);
         }
-        self.tcp.poll_at(self.now)
+        match (self.tcp.poll_at(self.now), self.iface.arp.pending_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

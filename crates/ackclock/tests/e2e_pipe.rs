@@ -289,3 +289,38 @@ fn jumbo_mtu_with_small_buffers_uses_the_mss_a_buffer_holds() {
     assert_eq!((info.smss, info.eff_mss), (1514, 1502));
     assert!(t < now + Duration::from_millis(500), "took {:?} of virtual time", t.saturating_duration_since(now));
 }
+
+/// A next hop that never answers ARP: the SYN and its retransmissions are parked for it,
+/// each dropped after 3 s (Linux: three requests one second apart, then the neighbour
+/// fails), `poll_at` wakes the stack for that, and when the connection gives up every buffer
+/// is back in the pool. Before, the last parked frames stayed until their address answered.
+#[test]
+fn frames_parked_for_a_silent_neighbour_expire() {
+    use ackclock::phy::Capabilities;
+    use ackclock::time::Instant;
+    use core::net::Ipv4Addr;
+    let t0 = Instant::from_secs(1);
+    let mut a = ackclock::Stack::new(common::config(common::A, 1), Capabilities::ethernet(1500), t0).unwrap();
+    let free = a.pool().available();
+    let c = a.tcp_connect(Ipv4Addr::new(10, 0, 0, 99), 80).unwrap();
+    let mut t = t0;
+    let mut most_parked = 0;
+    while t < t0 + Duration::from_secs(300) {
+        a.dispatch(t);
+        while a.tx_ring().pop().is_some() {}
+        most_parked = most_parked.max(a.iface().arp.pending_len());
+        if a.tcp_readiness(c).unwrap().error.is_some() && a.iface().arp.pending_len() == 0 {
+            break;
+        }
+        let next = a.poll_at().expect("a parked frame or the SYN timer is pending");
+        if a.iface().arp.pending_len() > 0 {
+            assert!(next <= t + Duration::from_secs(3), "poll_at covers the parked frames' deadline");
+        }
+        t = next.max(t + Duration::from_millis(1));
+    }
+    assert!(a.tcp_readiness(c).unwrap().error.is_some(), "the connection gave up");
+    assert!(most_parked >= 1);
+    assert!(a.iface().arp.pending_expired >= 1);
+    assert_eq!(a.iface().arp.pending_len(), 0);
+    assert_eq!(a.pool().available(), free, "every parked buffer is back");
+}

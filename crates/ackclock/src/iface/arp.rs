@@ -21,6 +21,10 @@ pub struct ArpConfig {
     pub pending_per_neighbour: usize,
     /// Time between requests for the same address.
     pub retry: Duration,
+    /// How long a frame waits for its next hop to resolve before it is dropped, releasing
+    /// its buffer (Linux: `mcast_solicit` 3 requests, `retrans_time` 1 s apart, then the
+    /// neighbour fails and its queue is freed).
+    pub pending_timeout: Duration,
 }
 
 impl Default for ArpConfig {
@@ -31,6 +35,7 @@ impl Default for ArpConfig {
             pending_frames: 64,
             pending_per_neighbour: 4,
             retry: Duration::from_secs(1),
+            pending_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -46,12 +51,15 @@ struct Entry {
 pub struct ArpCache {
     config: ArpConfig,
     entries: HashMap<Ipv4Addr, Entry>,
-    /// Frames waiting for their next hop, with that hop.
-    pending: VecDeque<(Ipv4Addr, PBuf)>,
+    /// Frames waiting for their next hop, with that hop and when they were parked (oldest
+    /// first).
+    pending: VecDeque<(Ipv4Addr, Instant, PBuf)>,
     /// When a request for an address was last sent.
     requested: HashMap<Ipv4Addr, Instant>,
     /// Frames dropped because the pending queue was full.
     pub pending_dropped: u64,
+    /// Frames dropped because their next hop did not resolve in `pending_timeout`.
+    pub pending_expired: u64,
 }
 
 impl ArpCache {
@@ -62,6 +70,7 @@ impl ArpCache {
             pending: VecDeque::with_capacity(config.pending_frames),
             requested: HashMap::new(),
             pending_dropped: 0,
+            pending_expired: 0,
         }
     }
 
@@ -112,15 +121,36 @@ impl ArpCache {
 
     /// Park a frame until `next_hop` resolves. Returns whether a request should be sent now.
     pub fn park(&mut self, now: Instant, next_hop: Ipv4Addr, frame: PBuf) -> bool {
-        let queued = self.pending.iter().filter(|(ip, _)| *ip == next_hop).count();
+        self.expire_pending(now);
+        let queued = self.pending.iter().filter(|(ip, _, _)| *ip == next_hop).count();
         if queued >= self.config.pending_per_neighbour || self.pending.len() >= self.config.pending_frames {
             // Drop the oldest frame for this neighbour (or overall), keep the newest.
-            let idx = self.pending.iter().position(|(ip, _)| *ip == next_hop).unwrap_or(0);
+            let idx = self.pending.iter().position(|(ip, _, _)| *ip == next_hop).unwrap_or(0);
             self.pending.remove(idx);
             self.pending_dropped += 1;
         }
-        self.pending.push_back((next_hop, frame));
+        self.pending.push_back((next_hop, now, frame));
         self.should_request(now, next_hop)
+    }
+
+    /// Drop the frames that have waited `pending_timeout` for their next hop (their buffers
+    /// go back to the pool); returns how many.
+    pub fn expire_pending(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        while let Some(&(_, parked, _)) = self.pending.front() {
+            if now < parked + self.config.pending_timeout {
+                break;
+            }
+            self.pending.pop_front();
+            n += 1;
+        }
+        self.pending_expired += n as u64;
+        n
+    }
+
+    /// When the oldest parked frame expires, if any frame is parked.
+    pub fn pending_deadline(&self) -> Option<Instant> {
+        self.pending.front().map(|&(_, parked, _)| parked + self.config.pending_timeout)
     }
 
     fn should_request(&mut self, now: Instant, ip: Ipv4Addr) -> bool {
@@ -141,7 +171,7 @@ impl ArpCache {
         let mut i = 0;
         while i < self.pending.len() {
             if self.pending[i].0 == ip {
-                if let Some((_, frame)) = self.pending.remove(i) {
+                if let Some((_, _, frame)) = self.pending.remove(i) {
                     f(frame);
                 }
             } else {
@@ -195,6 +225,31 @@ mod tests {
         c.learn(Instant::from_secs(3), Ipv4Addr::new(10, 0, 0, 3), MAC);
         assert_eq!(c.len(), 2);
         assert_eq!(c.lookup(Instant::from_secs(3), Ipv4Addr::new(10, 0, 0, 1)), None);
+    }
+
+    /// A frame whose next hop never answers is dropped after `pending_timeout` (3 s: Linux's
+    /// three requests one second apart), oldest first, and its buffer goes back to the pool;
+    /// the cache reports when the next one is due.
+    #[test]
+    fn parked_frames_expire_and_free_their_buffers() {
+        let pool = Pool::new(PoolConfig { buffers: 4, ..Default::default() }).unwrap();
+        let mut c = ArpCache::new(ArpConfig::default());
+        let t = Instant::from_secs(10);
+        assert_eq!(c.pending_deadline(), None);
+        c.park(t, IP, pool.alloc().unwrap());
+        c.park(t + Duration::from_secs(1), Ipv4Addr::new(10, 0, 0, 9), pool.alloc().unwrap());
+        assert_eq!(pool.available(), 2);
+        assert_eq!(c.pending_deadline(), Some(t + Duration::from_secs(3)));
+        assert_eq!(c.expire_pending(t + Duration::from_millis(2999)), 0);
+        assert_eq!(c.expire_pending(t + Duration::from_secs(3)), 1);
+        assert_eq!((c.pending_len(), c.pending_expired, pool.available()), (1, 1, 3));
+        assert_eq!(c.pending_deadline(), Some(t + Duration::from_secs(4)));
+        // Parking also purges what is due.
+        c.park(t + Duration::from_secs(5), IP, pool.alloc().unwrap());
+        assert_eq!((c.pending_len(), c.pending_expired, pool.available()), (1, 2, 3));
+        let mut got = 0;
+        c.take_pending(IP, |_| got += 1);
+        assert_eq!((got, c.pending_deadline()), (1, None));
     }
 
     #[test]
