@@ -27,22 +27,33 @@
 //!
 //! # Data structure and cost
 //!
-//! - `segs`: `BTreeMap<start, PBuf>`, the held segments, never empty, never overlapping.
-//! - `blocks`: `BTreeMap<start, Block>`, the maximal runs of contiguous held bytes (what a SACK
-//!   block describes), each with the stamp of the last segment that arrived into it.
-//! - `recency`: `BTreeMap<stamp, block start>`, the blocks by recency, so that choosing the SACK
-//!   blocks does not scan every block.
+//! Nothing here allocates once the queue has reached its working size: every container keeps
+//! its capacity when it empties, so a connection that keeps losing packets stops allocating
+//! after the first few recoveries (DESIGN.md principle 2; `tests/alloc_tcp.rs` checks it).
 //!
-//! With S segments and B blocks held:
-//! - [`insert`](OutOfOrderQueue::insert): O((k + 1) log S + (m + 1) log B) for a segment that
-//!   overlaps k held segments and joins m blocks; O(log S + log B) in the common case.
-//! - [`pop_ready`](OutOfOrderQueue::pop_ready): O(log S + log B) per segment returned or
-//!   dropped.
-//! - [`sack_blocks`](OutOfOrderQueue::sack_blocks): O(max · log B), plus one step per block
-//!   lying entirely below `rcv_nxt` that the caller has not yet drained with `pop_ready`.
+//! - `segs`: a [`VecDeque`] of `(start, PBuf)` sorted by start, the held segments, never empty,
+//!   never overlapping. Found by binary search.
+//! - `blocks`: the maximal runs of contiguous held bytes (what a SACK block describes). Each is
+//!   a node in a slab (a `Vec` whose free slots are chained and reused), so its slot is stable;
+//!   a [`VecDeque`] of slots sorted by start finds blocks by position, and a doubly linked list
+//!   through the nodes orders them by recency (the newest first), so that choosing the SACK
+//!   blocks does not scan every block. There are never more blocks than segments.
+//!
+//! With S segments and B blocks held, of which a new segment overlaps k held segments, joins m
+//! blocks and lands at index i of `segs` and index j of the block index:
+//! - [`insert`](OutOfOrderQueue::insert): O(log S + log B + k + m) comparisons, plus moving
+//!   min(i, S − i) entries of `segs` for each piece stored and min(j, B − j) slots of the block
+//!   index when a block is created or blocks merge (a `VecDeque` shifts the shorter side). The
+//!   common cases move nothing or little: a segment above the highest one (new data behind a
+//!   hole) is appended, and a retransmission filling the lowest hole lands near the front. The
+//!   worst case, a segment landing in the middle of a queue of thousands, is one `memmove` of
+//!   S/2 entries (24 bytes each) and B/2 slots.
+//! - [`pop_ready`](OutOfOrderQueue::pop_ready): O(1) per segment returned or dropped.
+//! - [`sack_blocks`](OutOfOrderQueue::sack_blocks): O(max), plus one step per block lying
+//!   entirely below `rcv_nxt` that the caller has not yet drained with `pop_ready`.
 
 use crate::buf::PBuf;
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// The most SACK blocks a TCP header has room for: 40 option bytes hold a SACK option of
 /// 2 + 8·4 = 34 bytes, and only 3 blocks fit beside a 10-byte timestamp option (RFC 2018 §3).
@@ -133,27 +144,213 @@ pub struct ReasmStats {
     pub stale_bytes: u64,
 }
 
-/// A maximal run of contiguous held bytes, keyed by its start in `OutOfOrderQueue::blocks`.
+/// "No block": the end of the recency list and of the free list.
+const NIL: usize = usize::MAX;
+
+/// A maximal run `[start, end)` of contiguous held bytes, in a slot of [`Blocks::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Block {
+    start: u64,
     end: u64,
-    /// When a segment last arrived into this block (including a duplicate, and a merge of
-    /// blocks by a hole-filling segment); unique, larger is newer.
-    stamp: u64,
+    /// The next newer block in the recency list (a segment arrived into it later), or NIL.
+    /// For a free slot: unused.
+    newer: usize,
+    /// The next older block in the recency list, or NIL. For a free slot: the next free slot.
+    older: usize,
+}
+
+/// The blocks, by position and by recency; see the [module docs](self).
+#[derive(Debug)]
+struct Blocks {
+    /// Slab of block nodes; a slot is live if it appears in `by_pos`, free otherwise.
+    nodes: Vec<Block>,
+    /// First free slot of `nodes`, chained through `Block::older`.
+    free: usize,
+    /// Live slots sorted by `start`; blocks are disjoint and never touch.
+    by_pos: VecDeque<usize>,
+    /// The block a segment most recently arrived into (including a duplicate, and a merge of
+    /// blocks by a hole-filling segment), then older ones through `Block::older`.
+    newest: usize,
+    oldest: usize,
+}
+
+impl Default for Blocks {
+    fn default() -> Self {
+        Blocks { nodes: Vec::new(), free: NIL, by_pos: VecDeque::new(), newest: NIL, oldest: NIL }
+    }
+}
+
+impl Blocks {
+    fn len(&self) -> usize {
+        self.by_pos.len()
+    }
+
+    fn at(&self, index: usize) -> &Block {
+        &self.nodes[self.by_pos[index]]
+    }
+
+    /// Index in `by_pos` of the first block starting at or after `pos`.
+    fn first_from(&self, pos: u64) -> usize {
+        match self.by_pos.back() {
+            // Common case: at or above the highest block's start.
+            Some(&last) if self.nodes[last].start < pos => self.by_pos.len(),
+            _ => self.by_pos.partition_point(|&slot| self.nodes[slot].start < pos),
+        }
+    }
+
+    /// A slot for a new node, reusing a free one if any.
+    fn alloc(&mut self, start: u64, end: u64) -> usize {
+        let node = Block { start, end, newer: NIL, older: NIL };
+        if self.free != NIL {
+            let slot = self.free;
+            self.free = self.nodes[slot].older;
+            self.nodes[slot] = node;
+            slot
+        } else {
+            self.nodes.push(node);
+            self.nodes.len() - 1
+        }
+    }
+
+    /// Take `slot` out of the recency list.
+    fn unlink(&mut self, slot: usize) {
+        let Block { newer, older, .. } = self.nodes[slot];
+        if newer == NIL {
+            self.newest = older;
+        } else {
+            self.nodes[newer].older = older;
+        }
+        if older == NIL {
+            self.oldest = newer;
+        } else {
+            self.nodes[older].newer = newer;
+        }
+    }
+
+    /// Put the unlinked `slot` at the newest end of the recency list.
+    fn push_newest(&mut self, slot: usize) {
+        self.nodes[slot].newer = NIL;
+        self.nodes[slot].older = self.newest;
+        if self.newest == NIL {
+            self.oldest = slot;
+        } else {
+            self.nodes[self.newest].newer = slot;
+        }
+        self.newest = slot;
+    }
+
+    /// Unlink `slot` and put it on the free list. When no block is left, the slab is reset
+    /// (keeping its capacity) so that slots are reused from the start.
+    fn release(&mut self, slot: usize) {
+        self.unlink(slot);
+        if self.by_pos.is_empty() {
+            self.nodes.clear();
+            self.free = NIL;
+        } else {
+            self.nodes[slot].older = self.free;
+            self.free = slot;
+        }
+    }
+
+    /// `[lo, hi)` is now entirely held: merge it with the blocks it overlaps or touches into
+    /// one block, the newest. Returns that block.
+    fn join(&mut self, lo: u64, hi: u64) -> (u64, u64) {
+        let mut first = self.first_from(lo);
+        if first > 0 && self.at(first - 1).end >= lo {
+            first -= 1;
+        }
+        let mut last = first; // blocks [first, last) are merged
+        while last < self.len() && self.at(last).start <= hi {
+            last += 1;
+        }
+        let slot = if first == last {
+            let slot = self.alloc(lo, hi);
+            self.by_pos.insert(first, slot);
+            slot
+        } else {
+            let slot = self.by_pos[first];
+            let end = self.at(last - 1).end;
+            for i in first + 1..last {
+                let gone = self.by_pos[i];
+                self.unlink(gone);
+                self.nodes[gone].older = self.free;
+                self.free = gone;
+            }
+            self.by_pos.drain(first + 1..last);
+            let b = &mut self.nodes[slot];
+            b.start = b.start.min(lo);
+            b.end = end.max(hi);
+            self.unlink(slot);
+            slot
+        };
+        self.push_newest(slot);
+        let b = &self.nodes[slot];
+        (b.start, b.end)
+    }
+
+    /// The first segment `[start, end)` was removed: the first block now starts at `end`, or
+    /// is gone.
+    fn advance_first(&mut self, start: u64, end: u64) {
+        let Some(&slot) = self.by_pos.front() else { return };
+        let b = &mut self.nodes[slot];
+        if b.start != start {
+            debug_assert!(false, "the first segment starts the first block");
+            return;
+        }
+        if b.end > end {
+            b.start = end;
+        } else {
+            self.by_pos.pop_front();
+            self.release(slot);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.nodes.clear();
+        self.by_pos.clear();
+        self.free = NIL;
+        self.newest = NIL;
+        self.oldest = NIL;
+    }
+}
+
+/// The held segments, sorted by start; see the [module docs](self).
+#[derive(Debug, Default)]
+struct Segments {
+    q: VecDeque<(u64, PBuf)>,
+}
+
+impl Segments {
+    /// Index of the first segment starting at or after `pos`.
+    fn first_from(&self, pos: u64) -> usize {
+        match self.q.back() {
+            // Common case: data above everything held.
+            Some((last, _)) if *last < pos => self.q.len(),
+            _ => self.q.partition_point(|(s, _)| *s < pos),
+        }
+    }
+
+    /// Start and end of the segment at `index`.
+    fn range(&self, index: usize) -> (u64, u64) {
+        let (s, b) = &self.q[index];
+        (*s, s + b.len() as u64)
+    }
+
+    /// The segments in order, as `(start, buffer)`.
+    fn iter(&self) -> impl Iterator<Item = (&u64, &PBuf)> + '_ {
+        self.q.iter().map(|(s, b)| (s, b))
+    }
 }
 
 /// The out-of-order queue; see the [module docs](self).
 #[derive(Debug, Default)]
 pub struct OutOfOrderQueue {
     /// Held segments by start position; non-empty, non-overlapping.
-    segs: BTreeMap<u64, PBuf>,
-    /// Maximal contiguous runs of `segs`, by start.
-    blocks: BTreeMap<u64, Block>,
-    /// Block start by block stamp: the blocks in order of recency.
-    recency: BTreeMap<u64, u64>,
+    segs: Segments,
+    /// Maximal contiguous runs of `segs`, by position and by recency.
+    blocks: Blocks,
     /// Sum of the held views' lengths.
     bytes: usize,
-    next_stamp: u64,
     stats: ReasmStats,
 }
 
@@ -194,9 +391,11 @@ impl OutOfOrderQueue {
         let mut dup: Option<(u64, u64)> = None;
         let mut dup_bytes = 0usize;
 
+        // `i`: the first held segment starting at or after `cur`.
+        let mut i = self.segs.first_from(pos);
         // A held segment starting before `pos` may cover the front of the new one.
-        if let Some((&s, held)) = self.segs.range(..pos).next_back() {
-            let e = s + held.len() as u64;
+        if i > 0 {
+            let (_, e) = self.segs.range(i - 1);
             if e > pos {
                 let de = e.min(end);
                 dup = Some((pos, de));
@@ -208,7 +407,8 @@ impl OutOfOrderQueue {
             // The next held segment starting inside the rest of the new one. None starts
             // before `cur` and ends after it: `cur` is `pos` (checked above) or the end of a
             // held segment, and held segments do not overlap.
-            match self.segs.range(cur..end).next().map(|(&s, held)| (s, s + held.len() as u64)) {
+            let next = (i < self.segs.q.len()).then(|| self.segs.range(i)).filter(|&(s, _)| s < end);
+            match next {
                 Some((s, e)) => {
                     if s > cur {
                         // A hole [cur, s) in front of the held segment: fill it with a share.
@@ -216,7 +416,8 @@ impl OutOfOrderQueue {
                         let ok = piece.trim_front((cur - pos) as usize).is_ok()
                             && piece.truncate((s - cur) as usize).is_ok();
                         debug_assert!(ok);
-                        self.segs.insert(cur, piece);
+                        self.segs.q.insert(i, (cur, piece));
+                        i += 1;
                         new_lo = new_lo.min(cur);
                         new_hi = s;
                         new_bytes += (s - cur) as usize;
@@ -231,12 +432,13 @@ impl OutOfOrderQueue {
                     }
                     dup_bytes += (de - s) as usize;
                     cur = de;
+                    i += 1;
                 }
                 None => {
                     // The final hole [cur, end): store `buf` itself, trimmed at the front.
                     let ok = buf.trim_front((cur - pos) as usize).is_ok();
                     debug_assert!(ok);
-                    self.segs.insert(cur, buf);
+                    self.segs.q.insert(i, (cur, buf));
                     new_lo = new_lo.min(cur);
                     new_hi = end;
                     new_bytes += (end - cur) as usize;
@@ -247,7 +449,7 @@ impl OutOfOrderQueue {
 
         self.bytes += new_bytes;
         self.stats.duplicate_bytes += dup_bytes as u64;
-        let block = self.join_blocks(pos, end);
+        let block = self.blocks.join(pos, end);
         match dup {
             None => Insert::New { start: pos, end, block },
             Some(_) if new_bytes == 0 => {
@@ -258,26 +460,6 @@ impl OutOfOrderQueue {
         }
     }
 
-    /// `[lo, hi)` is now entirely held: merge it with the blocks it overlaps or touches into
-    /// one block, stamped as the newest. Returns that block.
-    fn join_blocks(&mut self, mut lo: u64, mut hi: u64) -> (u64, u64) {
-        if let Some((&s, b)) = self.blocks.range(..lo).next_back() {
-            if b.end >= lo {
-                lo = s;
-            }
-        }
-        while let Some((&s, &b)) = self.blocks.range(lo..=hi).next() {
-            self.blocks.remove(&s);
-            self.recency.remove(&b.stamp);
-            hi = hi.max(b.end);
-        }
-        let stamp = self.next_stamp;
-        self.next_stamp += 1;
-        self.blocks.insert(lo, Block { end: hi, stamp });
-        self.recency.insert(stamp, lo);
-        (lo, hi)
-    }
-
     /// Remove and return the first segment if it starts at or before `rcv_nxt` and ends after
     /// it, with its view trimmed to start exactly at `rcv_nxt`; the position returned is
     /// `rcv_nxt`. Segments lying entirely below `rcv_nxt` are dropped on the way (counted in
@@ -285,15 +467,15 @@ impl OutOfOrderQueue {
     /// length, to drain what a hole fill made contiguous (RFC 9293 §3.10.7.4).
     pub fn pop_ready(&mut self, rcv_nxt: u64) -> Option<(u64, PBuf)> {
         loop {
-            let (&start, first) = self.segs.first_key_value()?;
+            let &(start, _) = self.segs.q.front()?;
             if start > rcv_nxt {
                 return None;
             }
-            let len = first.len();
+            let (_, mut buf) = self.segs.q.pop_front()?;
+            let len = buf.len();
             let end = start + len as u64;
-            let (_, mut buf) = self.segs.pop_first()?;
             self.bytes -= len;
-            self.advance_first_block(start, end);
+            self.blocks.advance_first(start, end);
             if end <= rcv_nxt {
                 self.stats.stale_bytes += len as u64;
                 continue;
@@ -303,19 +485,6 @@ impl OutOfOrderQueue {
             debug_assert!(ok);
             self.stats.stale_bytes += skip;
             return Some((rcv_nxt, buf));
-        }
-    }
-
-    /// The first segment `[start, end)` was removed: the first block now starts at `end`, or
-    /// is gone.
-    fn advance_first_block(&mut self, start: u64, end: u64) {
-        if let Some(b) = self.blocks.remove(&start) {
-            if b.end > end {
-                self.blocks.insert(end, b);
-                self.recency.insert(b.stamp, end);
-            } else {
-                self.recency.remove(&b.stamp);
-            }
         }
     }
 
@@ -336,17 +505,14 @@ impl OutOfOrderQueue {
     pub fn sack_blocks(&self, rcv_nxt: u64, max: usize, out: &mut [(u64, u64); MAX_SACK_BLOCKS]) -> usize {
         let max = max.min(MAX_SACK_BLOCKS);
         let mut n = 0;
-        for &start in self.recency.values().rev() {
-            if n == max {
-                break;
+        let mut slot = self.blocks.newest;
+        while n < max && slot != NIL {
+            let b = &self.blocks.nodes[slot];
+            if b.end > rcv_nxt {
+                out[n] = (b.start.max(rcv_nxt), b.end);
+                n += 1;
             }
-            match self.blocks.get(&start) {
-                Some(b) if b.end > rcv_nxt => {
-                    out[n] = (start.max(rcv_nxt), b.end);
-                    n += 1;
-                }
-                _ => {}
-            }
+            slot = b.older;
         }
         n
     }
@@ -359,7 +525,7 @@ impl OutOfOrderQueue {
     /// Pbuf handles held. One received buffer cut into pieces counts once per piece, so this
     /// bounds the pool buffers held from above.
     pub fn segments(&self) -> usize {
-        self.segs.len()
+        self.segs.q.len()
     }
 
     /// Contiguous blocks held.
@@ -368,24 +534,24 @@ impl OutOfOrderQueue {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.segs.is_empty()
+        self.segs.q.is_empty()
     }
 
     /// The end of the highest block held.
     pub fn highest(&self) -> Option<u64> {
-        self.blocks.last_key_value().map(|(_, b)| b.end)
+        self.blocks.by_pos.back().map(|&slot| self.blocks.nodes[slot].end)
     }
 
     /// The start of the lowest block held.
     pub fn lowest(&self) -> Option<u64> {
-        self.blocks.first_key_value().map(|(&s, _)| s)
+        self.blocks.by_pos.front().map(|&slot| self.blocks.nodes[slot].start)
     }
 
-    /// Drop every held pbuf (connection reset or close). Counters are kept.
+    /// Drop every held pbuf (connection reset or close). Counters are kept, and so is the
+    /// capacity of the containers.
     pub fn clear(&mut self) {
-        self.segs.clear();
+        self.segs.q.clear();
         self.blocks.clear();
-        self.recency.clear();
         self.bytes = 0;
     }
 
@@ -442,7 +608,7 @@ mod tests {
     fn check(q: &OutOfOrderQueue) {
         let mut sum = 0;
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for (&s, b) in &q.segs {
+        for (&s, b) in q.segs.iter() {
             assert!(!b.is_empty(), "empty segment held at {s}");
             sum += b.len();
             let e = s + b.len() as u64;
@@ -453,13 +619,35 @@ mod tests {
             }
         }
         assert_eq!(q.bytes(), sum);
-        let blocks: Vec<(u64, u64)> = q.blocks.iter().map(|(&s, b)| (s, b.end)).collect();
+        let bl = &q.blocks;
+        let blocks: Vec<(u64, u64)> =
+            bl.by_pos.iter().map(|&slot| (bl.nodes[slot].start, bl.nodes[slot].end)).collect();
         assert_eq!(blocks, runs, "blocks are the maximal runs of the segments");
-        assert_eq!(q.recency.len(), q.blocks.len());
-        for (&stamp, start) in &q.recency {
-            assert_eq!(q.blocks[start].stamp, stamp);
-            assert!(stamp < q.next_stamp);
+        // The recency list holds every live block exactly once, linked both ways.
+        let mut live = vec![false; bl.nodes.len()];
+        for &slot in &bl.by_pos {
+            assert!(!live[slot], "slot {slot} indexed twice");
+            live[slot] = true;
         }
+        let (mut slot, mut newer, mut listed) = (bl.newest, NIL, 0);
+        while slot != NIL {
+            assert!(live[slot], "recency list reaches slot {slot}, which holds no block");
+            assert_eq!(bl.nodes[slot].newer, newer);
+            listed += 1;
+            assert!(listed <= bl.len(), "recency list loops");
+            (newer, slot) = (slot, bl.nodes[slot].older);
+        }
+        assert_eq!((listed, bl.oldest), (bl.len(), newer));
+        // Every other slot is free, on the free list once.
+        let (mut slot, mut free) = (bl.free, 0);
+        while slot != NIL {
+            assert!(!live[slot], "free slot {slot} holds a block");
+            live[slot] = true;
+            free += 1;
+            assert!(free <= bl.nodes.len());
+            slot = bl.nodes[slot].older;
+        }
+        assert_eq!(free + bl.len(), bl.nodes.len(), "no slot is leaked");
     }
 
     #[test]
@@ -898,6 +1086,120 @@ mod tests {
             }
             let s = q.stats();
             prop_assert_eq!(s.stale_bytes + W + s.duplicate_bytes, inserted, "every byte inserted is delivered or counted");
+            q.clear();
+            prop_assert_eq!(p.available(), p.capacity());
+        }
+    }
+
+    /// One step of the model test.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Insert `[rcv_nxt + at, + len)`; `at` may lie below `rcv_nxt` (it is an offset from
+        /// `rcv_nxt - 500`) to exercise stale data.
+        Insert {
+            at: u64,
+            len: u64,
+        },
+        /// Drain everything ready.
+        Drain,
+        /// Ask for the SACK blocks with this limit.
+        Sack {
+            max: usize,
+        },
+        Clear,
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        let op = prop_oneof![
+            8 => (0..4000u64, 0..=300u64).prop_map(|(at, len)| Op::Insert { at, len }),
+            2 => Just(Op::Drain),
+            3 => (0..=5usize).prop_map(|max| Op::Sack { max }),
+            1 => Just(Op::Clear),
+        ];
+        prop::collection::vec(op, 0..200)
+    }
+
+    proptest! {
+        /// The queue against a naive reference: the held bytes as a set, and the blocks as an
+        /// unsorted list of `(start, end, stamp)` rebuilt by linear scans. After every step the
+        /// counts, the bounds and the exact SACK blocks (RFC 2018 §4 order: by the arrival of
+        /// the newest segment into the block) agree.
+        #[test]
+        fn random_operations_match_a_reference_model(ops in ops()) {
+            const SPAN: usize = 1 << 14;
+            let p = pool(256);
+            let mut q = OutOfOrderQueue::new();
+            let mut rcv_nxt = 1000u64;
+            let mut held = vec![false; SPAN];
+            let mut blocks: Vec<(u64, u64, u64)> = Vec::new();
+            let mut stamp = 0u64;
+            for op in ops {
+                match op {
+                    Op::Insert { at, len } => {
+                        if p.available() == 0 {
+                            continue;
+                        }
+                        let pos = rcv_nxt - 500 + at;
+                        let (lo, hi) = (pos as usize, (pos + len) as usize);
+                        if hi > SPAN {
+                            continue;
+                        }
+                        let new = held[lo..hi].iter().filter(|&&h| !h).count();
+                        let r = q.insert(pos, seg(&p, pos, len));
+                        prop_assert_eq!((r.new_bytes(), r.duplicate_bytes()), (new, (hi - lo) - new));
+                        if len == 0 {
+                            prop_assert_eq!(r, Insert::Empty);
+                            continue;
+                        }
+                        held[lo..hi].fill(true);
+                        // Merge every block overlapping or touching [pos, pos + len).
+                        let (mut s, mut e) = (pos, pos + len);
+                        blocks.retain(|&(bs, be, _)| {
+                            let joins = bs <= e && be >= s;
+                            if joins {
+                                s = s.min(bs);
+                                e = e.max(be);
+                            }
+                            !joins
+                        });
+                        stamp += 1;
+                        blocks.push((s, e, stamp));
+                        prop_assert_eq!(r.block(), Some((s, e)));
+                    }
+                    Op::Drain => {
+                        while let Some((pos, b)) = q.pop_ready(rcv_nxt) {
+                            prop_assert_eq!(pos, rcv_nxt);
+                            prop_assert!(held[pos as usize]);
+                            rcv_nxt += b.len() as u64;
+                        }
+                        held[..rcv_nxt as usize].fill(false);
+                        // After a full drain, no held segment starts at or below rcv_nxt.
+                        blocks.retain(|&(s, _, _)| s > rcv_nxt);
+                    }
+                    Op::Sack { max } => {
+                        let mut order = blocks.clone();
+                        order.sort_by_key(|&(_, _, t)| std::cmp::Reverse(t));
+                        let want: Vec<(u64, u64)> = order
+                            .iter()
+                            .filter(|&&(_, e, _)| e > rcv_nxt)
+                            .map(|&(s, e, _)| (s.max(rcv_nxt), e))
+                            .take(max.min(MAX_SACK_BLOCKS))
+                            .collect();
+                        prop_assert_eq!(sacks(&q, rcv_nxt, max), want);
+                    }
+                    Op::Clear => {
+                        q.clear();
+                        held.fill(false);
+                        blocks.clear();
+                    }
+                }
+                check(&q);
+                prop_assert_eq!(q.bytes(), held.iter().filter(|&&h| h).count());
+                prop_assert_eq!(q.blocks(), blocks.len());
+                prop_assert_eq!(q.is_empty(), blocks.is_empty());
+                prop_assert_eq!(q.lowest(), blocks.iter().map(|b| b.0).min());
+                prop_assert_eq!(q.highest(), blocks.iter().map(|b| b.1).max());
+            }
             q.clear();
             prop_assert_eq!(p.available(), p.capacity());
         }
