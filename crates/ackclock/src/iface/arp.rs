@@ -68,7 +68,9 @@ impl ArpCache {
             config,
             entries: HashMap::with_capacity(config.capacity.min(4096)),
             pending: VecDeque::with_capacity(config.pending_frames),
-            requested: HashMap::new(),
+            // Sized like `entries` (it is cleared beyond `capacity`), so that the first request,
+            // often a refresh of an entry that expired mid-transfer, does not allocate.
+            requested: HashMap::with_capacity(config.capacity.min(4096)),
             pending_dropped: 0,
             pending_expired: 0,
         }

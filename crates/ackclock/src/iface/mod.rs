@@ -477,21 +477,21 @@ impl Interface {
 
     fn flush_pending(&mut self, now: Instant, ip: Ipv4Addr, tx: &mut Batch, pool: &Pool, counters: &mut Counters) {
         let Some(mac) = self.arp.lookup(now, ip) else { return };
-        let mut parked = Vec::new();
-        self.arp.take_pending(ip, |f| parked.push(f));
-        for mut frame in parked {
+        // Handed over one by one, not collected first: a refresh of an expired entry must not
+        // allocate (DESIGN.md principle 2).
+        self.arp.take_pending(ip, |mut frame| {
             // A parked frame may be shared with a retransmission queue; then its header is
             // rewritten in a copy.
             if !frame.is_unique() {
                 let Ok(mut copy) = pool.alloc() else {
                     counters.drop(DropReason::NoBuffer);
-                    continue;
+                    return;
                 };
                 match copy.append(frame.len()) {
                     Ok(dst) => dst.copy_from_slice(frame.data()),
                     Err(_) => {
                         counters.drop(DropReason::NoBuffer);
-                        continue;
+                        return;
                     }
                 }
                 copy.meta = frame.meta;
@@ -502,7 +502,7 @@ impl Interface {
                 bytes[..6].copy_from_slice(&mac.0);
             }
             push(tx, frame, counters);
-        }
+        });
     }
 }
 

@@ -337,6 +337,7 @@ impl Segments {
     }
 
     /// The segments in order, as `(start, buffer)`.
+    #[cfg(test)]
     fn iter(&self) -> impl Iterator<Item = (&u64, &PBuf)> + '_ {
         self.q.iter().map(|(s, b)| (s, b))
     }
