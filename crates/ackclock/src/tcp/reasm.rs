@@ -46,8 +46,10 @@
 //!   index when a block is created or blocks merge (a `VecDeque` shifts the shorter side). The
 //!   common cases move nothing or little: a segment above the highest one (new data behind a
 //!   hole) is appended, and a retransmission filling the lowest hole lands near the front. The
-//!   worst case, a segment landing in the middle of a queue of thousands, is one `memmove` of
-//!   S/2 entries (24 bytes each) and B/2 slots.
+//!   worst case is a piece landing in the middle of a queue of thousands: a `memmove` of up to
+//!   S/2 entries (48 bytes each) per piece, and one of up to B/2 slots (8 bytes each) per
+//!   segment; `benches/reasm.rs` measures it (BENCHMARKS.md). A BTreeMap would have paid
+//!   O(log S) per piece instead, but allocated a node whenever one filled or emptied.
 //! - [`pop_ready`](OutOfOrderQueue::pop_ready): O(1) per segment returned or dropped.
 //! - [`sack_blocks`](OutOfOrderQueue::sack_blocks): O(max), plus one step per block lying
 //!   entirely below `rcv_nxt` that the caller has not yet drained with `pop_ready`.
