@@ -276,13 +276,14 @@ struct Exercised {
 /// the same impairment.
 ///
 /// The containers grow by doubling up to bounds the stack sets (the out-of-order queue to
-/// `max_ooo_segments` of tcp/input.rs, a few hundred entries at the default receive buffer;
-/// the receive batch to its size), so a connection allocates a handful of times in its life
-/// and then never again. The warm-up must reach those high-water marks: it runs under the same
-/// impairment and is longer than the measured stretch. A new high-water mark in the measured
-/// stretch would fail the test, though it is amortized growth rather than a per-packet
-/// allocation (with 2% loss and an 8 MB warm-up, the out-of-order queue grew from 128 to 512
-/// entries in three steps, and the receive batch once); ALLOC_TRACE tells the two apart.
+/// `max_ooo_segments` of tcp/input.rs, 362 segments at the default 256 KiB receive buffer;
+/// the in-order receive queue of tcp/rxq.rs to what the application leaves unread), so a
+/// connection allocates a handful of times in its life and then never again. The warm-up
+/// must reach those high-water marks: it runs under the same impairment and is longer than
+/// the measured stretch. A new high-water mark in the measured stretch fails the test, though
+/// it is amortized growth rather than a per-packet allocation (with 2% loss and an 8 MB
+/// warm-up, the out-of-order queue's segment array grew from 32 to 256 entries in three
+/// steps, and the receive queue once); ALLOC_TRACE tells the two apart.
 fn measure_lossy(loss: Loss, warmup: usize) -> Exercised {
     let mut p = Lossy::new(loss);
     let l = p.b.tcp_listen(B, 80, 16).unwrap();
@@ -295,6 +296,7 @@ fn measure_lossy(loss: Loss, warmup: usize) -> Exercised {
         server.is_some() && p.a.tcp_readiness(c).unwrap().writable
     }));
     let s = server.unwrap();
+    assert!(p.a.tcp_info(c).unwrap().sack, "SACK negotiated (RFC 2018 §2), so the SACK paths run");
     let src: Vec<u8> = (0..1_000_003u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let mut dst = vec![0u8; 65536];
 
