@@ -3,8 +3,32 @@
 mod common;
 
 use ackclock::time::Duration;
-use ackclock::{Error, Shutdown};
+use ackclock::{Error, Shutdown, TcpHandle};
 use common::{Pair, B};
+
+/// Send `total` bytes of `byte` from `c` (on a) to `s` (on b), reading as they arrive, and
+/// check every byte; fails if that takes more than `limit` of virtual time.
+fn bulk(p: &mut Pair, c: TcpHandle, s: TcpHandle, total: usize, byte: u8, limit: Duration) {
+    let chunk = vec![byte; 65536];
+    let (mut sent, mut received) = (0usize, 0usize);
+    let mut buf = vec![0u8; 65536];
+    assert!(p.run_until(limit, |p| {
+        while sent < total {
+            match p.a.tcp_send(c, &chunk[..chunk.len().min(total - sent)]) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        while let Ok(n) = p.b.tcp_recv(s, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            assert!(buf[..n].iter().all(|&x| x == byte));
+            received += n;
+        }
+        received == total
+    }));
+}
 
 #[test]
 fn handshake_transfer_and_orderly_close() {
@@ -69,25 +93,7 @@ fn bulk_transfer_runs_on_the_fast_path() {
         server.is_some() && p.a.tcp_readiness(c).unwrap().writable
     }));
     let s = server.unwrap();
-    let total = 20_000_000usize;
-    let chunk = vec![0x5au8; 65536];
-    let (mut sent, mut received) = (0usize, 0usize);
-    let mut buf = vec![0u8; 65536];
-    assert!(p.run_until(Duration::from_secs(600), |p| {
-        while sent < total {
-            match p.a.tcp_send(c, &chunk[..chunk.len().min(total - sent)]) {
-                Ok(n) => sent += n,
-                Err(_) => break,
-            }
-        }
-        while let Ok(n) = p.b.tcp_recv(s, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            received += n;
-        }
-        received == total
-    }));
+    bulk(&mut p, c, s, 20_000_000, 0x5a, Duration::from_secs(600));
     let (a, b) = (p.a.counters(), p.b.counters());
     let data_share = b.fast_path_data as f64 / b.segs_in as f64;
     let ack_share = a.fast_path_acks as f64 / a.segs_in as f64;
@@ -215,26 +221,7 @@ fn any_destination_listener_accepts_connections_to_other_addresses() {
         // fast path (its one-pass frame check accepts any unicast destination here).
         let (s, c) = (accepted[0], clients[0]);
         let before = *p.b.counters();
-        let total = 2_000_000usize;
-        let chunk = vec![0x3cu8; 65536];
-        let (mut sent, mut received) = (0usize, 0usize);
-        let mut buf = vec![0u8; 65536];
-        assert!(p.run_until(Duration::from_secs(60), |p| {
-            while sent < total {
-                match p.a.tcp_send(c, &chunk[..chunk.len().min(total - sent)]) {
-                    Ok(n) => sent += n,
-                    Err(_) => break,
-                }
-            }
-            while let Ok(n) = p.b.tcp_recv(s, &mut buf) {
-                if n == 0 {
-                    break;
-                }
-                assert!(buf[..n].iter().all(|&x| x == 0x3c));
-                received += n;
-            }
-            received == total
-        }));
+        bulk(&mut p, c, s, 2_000_000, 0x3c, Duration::from_secs(60));
         let after = p.b.counters();
         let (fast, segs) = (after.fast_path_data - before.fast_path_data, after.segs_in - before.segs_in);
         assert!(segs > 1000 && fast as f64 >= 0.95 * segs as f64, "fast path: {fast} of {segs} segments");
