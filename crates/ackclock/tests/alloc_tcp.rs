@@ -16,11 +16,11 @@
 
 mod common;
 
-use ackclock::phy::{pipe, Capabilities, Device, Impaired, Impairment, PipeConfig, PipeEnd};
+use ackclock::phy::{pipe, Impaired, Impairment, PipeConfig, PipeEnd};
 use ackclock::sim::{Loss, Reorder};
 use ackclock::time::{Duration, Instant};
 use ackclock::{Error, Stack, TcpHandle};
-use common::{config, Pair, A, B};
+use common::{config, Link, Pair, A, B};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
 
@@ -129,11 +129,11 @@ impl Flow {
 /// Move `len` bytes from `c` (on stack a) to `s` (on stack b), and as many back if `both`,
 /// on this thread, through the sans-IO calls only. `src` and `dst` are caller-owned so that
 /// nothing here allocates.
-fn transfer(p: &mut Pair, c: TcpHandle, s: TcpHandle, len: usize, both: bool, src: &[u8], dst: &mut [u8]) {
+fn transfer<D: Link>(p: &mut Pair<D>, c: TcpHandle, s: TcpHandle, len: usize, both: bool, src: &[u8], dst: &mut [u8]) {
     let mut ab = Flow::default();
     let mut ba = Flow::default();
     let back = if both { len } else { 0 };
-    p.run_until(Duration::from_secs(600), |p| {
+    p.run_until(Duration::from_secs(3600), |p| {
         ab.send(&mut p.a, c, len, src);
         ba.send(&mut p.b, s, back, src);
         ab.recv(&mut p.b, s, src, dst);
@@ -144,24 +144,10 @@ fn transfer(p: &mut Pair, c: TcpHandle, s: TcpHandle, len: usize, both: bool, sr
     ba.check(back);
 }
 
-/// A connection from `a` to `b` on a fresh pair.
-fn established() -> (Pair, TcpHandle, TcpHandle) {
-    let mut p = Pair::new();
-    let l = p.b.tcp_listen(B, 80, 16).unwrap();
-    let c = p.a.tcp_connect(B, 80).unwrap();
-    let mut server = None;
-    assert!(p.run_until(Duration::from_secs(5), |p| {
-        if server.is_none() {
-            server = p.b.tcp_accept(l).ok();
-        }
-        server.is_some() && p.a.tcp_readiness(c).unwrap().writable
-    }));
-    (p, c, server.unwrap())
-}
-
 /// Warm up with a few MB, then count the allocations of 20 MB more.
 fn measure(both: bool) {
-    let (mut p, c, s) = established();
+    let mut p = Pair::new();
+    let (c, s) = p.connect(80);
     // A period that is not a multiple of the MSS, so segments do not repeat.
     let src: Vec<u8> = (0..1_000_003u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let mut dst = vec![0u8; 65536];
@@ -191,73 +177,20 @@ fn measure(both: bool) {
     );
 }
 
-/// Two stacks joined by a pipe impaired both ways, driven on virtual time.
-struct Lossy {
-    a: Stack,
-    b: Stack,
-    da: Impaired<PipeEnd>,
-    db: Impaired<PipeEnd>,
-    now: Instant,
-}
-
-impl Lossy {
-    /// `loss` each way, with 1% of frames 2 ms late (reordered behind a good part of a
-    /// window at this rate) and 0.5% duplicated, on top of 1 ms of delay; seeded, so every
-    /// run drops the same frames.
-    fn new(loss: Loss) -> Lossy {
-        let imp = Impairment {
-            delay: Duration::from_millis(1),
-            loss,
-            duplicate: 0.005,
-            reorder: Some(Reorder { probability: 0.01, extra_delay: Duration::from_millis(2) }),
-        };
-        let (da, db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
-        let da = Impaired::new(da, imp, Impairment::default(), 21, 4096);
-        let db = Impaired::new(db, imp, Impairment::default(), 22, 4096);
-        let now = Instant::from_secs(1);
-        let caps = Capabilities::ethernet(1500);
-        let a = Stack::new(config(A, 1), caps, now).unwrap();
-        let b = Stack::new(config(B, 2), caps, now).unwrap();
-        Lossy { a, b, da, db, now }
-    }
-
-    /// Run until `done` or `limit` of virtual time passes; `done` runs between receive and
-    /// transmit, as in [`Pair::run_until`]. Returns whether `done` held.
-    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Lossy) -> bool) -> bool {
-        let end = self.now + limit;
-        while self.now < end {
-            self.a.receive(self.now, &mut self.da);
-            self.b.receive(self.now, &mut self.db);
-            let finished = done(self);
-            self.a.transmit(self.now, &mut self.da);
-            self.b.transmit(self.now, &mut self.db);
-            if finished {
-                return true;
-            }
-            // Frames sitting in a pipe are due now; otherwise jump to the next event (a
-            // stack's timer or a delayed frame), as e2e_impaired.rs does.
-            let pending = self.da.inner().pending() + self.db.inner().pending() > 0;
-            let next =
-                [self.a.poll_at(), self.b.poll_at(), self.da.poll_at(), self.db.poll_at()].into_iter().flatten().min();
-            self.now = match next {
-                _ if pending => self.now,
-                Some(t) if t > self.now => t,
-                _ => self.now + Duration::from_micros(100),
-            };
-        }
-        false
-    }
-}
-
-/// Move `len` bytes from `c` (on stack a) to `s` (on stack b) through the impaired pipe.
-fn lossy_transfer(p: &mut Lossy, c: TcpHandle, s: TcpHandle, len: usize, src: &[u8], dst: &mut [u8]) {
-    let mut ab = Flow::default();
-    p.run_until(Duration::from_secs(3600), |p| {
-        ab.send(&mut p.a, c, len, src);
-        ab.recv(&mut p.b, s, src, dst);
-        ab.got >= len
-    });
-    ab.check(len);
+/// Two stacks joined by a pipe impaired both ways: `loss` each way, with 1% of frames 2 ms
+/// late (reordered behind a good part of a window at this rate) and 0.5% duplicated, on top
+/// of 1 ms of delay; seeded, so every run drops the same frames.
+fn lossy_pair(loss: Loss) -> Pair<Impaired<PipeEnd>> {
+    let imp = Impairment {
+        delay: Duration::from_millis(1),
+        loss,
+        duplicate: 0.005,
+        reorder: Some(Reorder { probability: 0.01, extra_delay: Duration::from_millis(2) }),
+    };
+    let (da, db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
+    let da = Impaired::new(da, imp, Impairment::default(), 21, 4096);
+    let db = Impaired::new(db, imp, Impairment::default(), 22, 4096);
+    Pair::over(config(A, 1), config(B, 2), da, db)
 }
 
 /// What the measured stretch of a lossy transfer exercised.
@@ -285,24 +218,15 @@ struct Exercised {
 /// warm-up, the out-of-order queue's segment array grew from 32 to 256 entries in three
 /// steps, and the receive queue once); ALLOC_TRACE tells the two apart.
 fn measure_lossy(loss: Loss, warmup: usize) -> Exercised {
-    let mut p = Lossy::new(loss);
-    let l = p.b.tcp_listen(B, 80, 16).unwrap();
-    let c = p.a.tcp_connect(B, 80).unwrap();
-    let mut server = None;
-    assert!(p.run_until(Duration::from_secs(5), |p| {
-        if server.is_none() {
-            server = p.b.tcp_accept(l).ok();
-        }
-        server.is_some() && p.a.tcp_readiness(c).unwrap().writable
-    }));
-    let s = server.unwrap();
+    let mut p = lossy_pair(loss);
+    let (c, s) = p.connect(80);
     assert!(p.a.tcp_info(c).unwrap().sack, "SACK negotiated (RFC 2018 §2), so the SACK paths run");
     let src: Vec<u8> = (0..1_000_003u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let mut dst = vec![0u8; 65536];
 
-    lossy_transfer(&mut p, c, s, warmup, &src, &mut dst);
+    transfer(&mut p, c, s, warmup, false, &src, &mut dst);
 
-    let snapshot = |p: &Lossy| {
+    let snapshot = |p: &Pair<Impaired<PipeEnd>>| {
         let (tx, _) = p.da.impair_stats();
         let (a, b) = (p.a.tcp_info(c).unwrap().stats, p.b.tcp_info(s).unwrap().stats);
         Exercised {
@@ -318,7 +242,7 @@ fn measure_lossy(loss: Loss, warmup: usize) -> Exercised {
     let trace = std::env::var("ALLOC_TRACE").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
     TRACE_LEFT.with(|t| t.set(trace));
     let before = allocations();
-    lossy_transfer(&mut p, c, s, 16 << 20, &src, &mut dst);
+    transfer(&mut p, c, s, 16 << 20, false, &src, &mut dst);
     let after = allocations();
     TRACE_LEFT.with(|t| t.set(0));
     for t in TRACES.with(|t| std::mem::take(&mut *t.borrow_mut())) {

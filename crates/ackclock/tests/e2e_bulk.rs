@@ -144,25 +144,11 @@ impl Side {
     }
 }
 
-/// Connect `a` to a listener on `b`; returns (client, server) once both are established.
-fn establish(p: &mut Pair, port: u16) -> (TcpHandle, TcpHandle) {
-    let l = p.b.tcp_listen(B, port, 16).unwrap();
-    let c = p.a.tcp_connect(B, port).unwrap();
-    let mut server = None;
-    assert!(p.run_until(Duration::from_secs(5), |p| {
-        if server.is_none() {
-            server = p.b.tcp_accept(l).ok();
-        }
-        server.is_some() && p.a.tcp_readiness(c).unwrap().writable
-    }));
-    (c, server.unwrap())
-}
-
 #[test]
 fn hundred_megabytes_both_directions_at_once_sha256_checked() {
     const LEN: u64 = 100 * 1024 * 1024;
     let mut p = Pair::new();
-    let (c, s) = establish(&mut p, 80);
+    let (c, s) = p.connect(80);
     let mut a = Side::new(c, 0xa11ce, 0xb0b, LEN);
     let mut b = Side::new(s, 0xb0b, 0xa11ce, LEN);
     let mut buf = vec![0u8; 64 * 1024];

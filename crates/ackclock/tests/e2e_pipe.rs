@@ -33,16 +33,7 @@ fn bulk(p: &mut Pair, c: TcpHandle, s: TcpHandle, total: usize, byte: u8, limit:
 #[test]
 fn handshake_transfer_and_orderly_close() {
     let mut p = Pair::new();
-    let l = p.b.tcp_listen(B, 80, 16).unwrap();
-    let c = p.a.tcp_connect(B, 80).unwrap();
-    let mut server = None;
-    assert!(p.run_until(Duration::from_secs(5), |p| {
-        if server.is_none() {
-            server = p.b.tcp_accept(l).ok();
-        }
-        server.is_some() && p.a.tcp_readiness(c).unwrap().writable
-    }));
-    let s = server.unwrap();
+    let (c, s) = p.connect(80);
     let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
     let mut sent = 0;
     let mut got = Vec::new();
@@ -85,14 +76,7 @@ fn handshake_transfer_and_orderly_close() {
 #[test]
 fn bulk_transfer_runs_on_the_fast_path() {
     let mut p = Pair::new();
-    let l = p.b.tcp_listen(B, 80, 16).unwrap();
-    let c = p.a.tcp_connect(B, 80).unwrap();
-    let mut server = None;
-    assert!(p.run_until(Duration::from_secs(5), |p| {
-        server = server.or_else(|| p.b.tcp_accept(l).ok());
-        server.is_some() && p.a.tcp_readiness(c).unwrap().writable
-    }));
-    let s = server.unwrap();
+    let (c, s) = p.connect(80);
     bulk(&mut p, c, s, 20_000_000, 0x5a, Duration::from_secs(600));
     let (a, b) = (p.a.counters(), p.b.counters());
     let data_share = b.fast_path_data as f64 / b.segs_in as f64;
@@ -107,14 +91,7 @@ fn bulk_transfer_runs_on_the_fast_path() {
 #[test]
 fn send_with_and_recv_with_move_a_stream_in_place() {
     let mut p = Pair::new();
-    let l = p.b.tcp_listen(B, 80, 16).unwrap();
-    let c = p.a.tcp_connect(B, 80).unwrap();
-    let mut server = None;
-    assert!(p.run_until(Duration::from_secs(5), |p| {
-        server = server.or_else(|| p.b.tcp_accept(l).ok());
-        server.is_some() && p.a.tcp_readiness(c).unwrap().writable
-    }));
-    let s = server.unwrap();
+    let (c, s) = p.connect(80);
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
     let (mut sent, mut closed, mut calls) = (0, false, 0u32);
     let mut got = Vec::new();

@@ -3,9 +3,9 @@
 
 use ackclock::buf::PoolConfig;
 use ackclock::iface::InterfaceConfig;
-use ackclock::phy::{pipe, PipeConfig, PipeEnd};
+use ackclock::phy::{pipe, Device, Impaired, PipeConfig, PipeEnd};
 use ackclock::time::{Duration, Instant};
-use ackclock::{Stack, StackConfig};
+use ackclock::{Stack, StackConfig, TcpHandle};
 use core::net::Ipv4Addr;
 
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -18,11 +18,30 @@ pub fn config(addr: Ipv4Addr, seed: u64) -> StackConfig {
     c
 }
 
-pub struct Pair {
+/// A device whose frames in flight the pair can see (to step time finely while they are).
+pub trait Link: Device {
+    fn in_flight(&self) -> usize;
+}
+
+impl Link for PipeEnd {
+    fn in_flight(&self) -> usize {
+        self.pending()
+    }
+}
+
+impl<D: Link> Link for Impaired<D> {
+    fn in_flight(&self) -> usize {
+        self.inner().in_flight()
+    }
+}
+
+/// Two stacks, `a` and `b`, joined by the two ends of a link (the in-memory pipe unless
+/// said otherwise).
+pub struct Pair<D = PipeEnd> {
     pub a: Stack,
     pub b: Stack,
-    pub da: PipeEnd,
-    pub db: PipeEnd,
+    pub da: D,
+    pub db: D,
     pub now: Instant,
 }
 
@@ -33,6 +52,13 @@ impl Pair {
 
     pub fn with(ca: StackConfig, cb: StackConfig) -> Pair {
         let (da, db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
+        Pair::over(ca, cb, da, db)
+    }
+}
+
+impl<D: Link> Pair<D> {
+    /// Stacks with `ca` and `cb` on the two ends of a link, at 1 s of virtual time.
+    pub fn over(ca: StackConfig, cb: StackConfig, da: D, db: D) -> Pair<D> {
         let now = Instant::from_secs(1);
         let caps = ackclock::phy::Capabilities::ethernet(1500);
         let a = Stack::new(ca, caps, now).unwrap();
@@ -46,16 +72,18 @@ impl Pair {
         self.b.receive(self.now, &mut self.db);
         self.a.transmit(self.now, &mut self.da);
         self.b.transmit(self.now, &mut self.db);
-        self.da.pending() + self.db.pending() > 0
+        self.da.in_flight() + self.db.in_flight() > 0
     }
 
-    /// Advance: if frames are in flight, a microsecond; otherwise to the next timer.
+    /// Advance: if frames are in flight, a microsecond; otherwise to the next event (a
+    /// stack's timer, or a frame a device holds back).
     pub fn advance(&mut self) {
-        if self.da.pending() + self.db.pending() > 0 {
+        if self.da.in_flight() + self.db.in_flight() > 0 {
             self.now += Duration::from_micros(1);
             return;
         }
-        let next = [self.a.poll_at(), self.b.poll_at()].into_iter().flatten().min();
+        let next =
+            [self.a.poll_at(), self.b.poll_at(), self.da.poll_at(), self.db.poll_at()].into_iter().flatten().min();
         match next {
             Some(t) if t > self.now => self.now = t,
             _ => self.now += Duration::from_micros(1),
@@ -65,7 +93,7 @@ impl Pair {
     /// Run until `done` or `limit` of virtual time passes. Returns whether `done` held.
     /// `done` runs between receive and transmit, where an application reads and writes in
     /// the canonical sans-IO loop (so the ACKs that follow see the space it freed).
-    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Self) -> bool) -> bool {
         let end = self.now + limit;
         while self.now < end {
             self.a.receive(self.now, &mut self.da);
@@ -79,6 +107,19 @@ impl Pair {
             self.advance();
         }
         false
+    }
+
+    /// A connection from `a` to `b`'s `port` (a listener is opened there): the client's and
+    /// the server's handles, once the server accepted and the client can write.
+    pub fn connect(&mut self, port: u16) -> (TcpHandle, TcpHandle) {
+        let l = self.b.tcp_listen(B, port, 16).unwrap();
+        let c = self.a.tcp_connect(B, port).unwrap();
+        let mut server = None;
+        assert!(self.run_until(Duration::from_secs(5), |p| {
+            server = server.or_else(|| p.b.tcp_accept(l).ok());
+            server.is_some() && p.a.tcp_readiness(c).unwrap().writable
+        }));
+        (c, server.unwrap())
     }
 }
 
