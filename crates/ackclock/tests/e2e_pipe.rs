@@ -62,11 +62,7 @@ fn handshake_transfer_and_orderly_close() {
     }));
     assert_eq!(got.len(), data.len());
     assert!(got == data, "bytes differ");
-    p.b.tcp_close(s).unwrap();
-    p.a.tcp_close(c).unwrap();
-    assert!(p.run_until(Duration::from_secs(120), |p| p.a.tcp().connections() == 0 && p.b.tcp().connections() == 0));
-    assert_eq!(p.a.pool().available(), p.a.pool().capacity());
-    assert_eq!(p.b.pool().available(), p.b.pool().capacity());
+    p.close_and_drain(c, s);
 }
 
 /// Seed 000 / issue 4: in a steady bulk transfer over the pipe, at least 95% of data
@@ -130,11 +126,7 @@ fn send_with_and_recv_with_move_a_stream_in_place() {
         }
     }));
     assert!(got == data, "bytes differ ({} of {})", got.len(), data.len());
-    p.b.tcp_close(s).unwrap();
-    p.a.tcp_close(c).unwrap();
-    assert!(p.run_until(Duration::from_secs(120), |p| p.a.tcp().connections() == 0 && p.b.tcp().connections() == 0));
-    assert_eq!(p.a.pool().available(), p.a.pool().capacity());
-    assert_eq!(p.b.pool().available(), p.b.pool().capacity());
+    p.close_and_drain(c, s);
 }
 
 /// A transparent proxy's stack (`InterfaceConfig::any_destination` and `tcp_listen_any`,

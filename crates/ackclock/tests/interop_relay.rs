@@ -248,6 +248,16 @@ fn curl(ns: &NetNs, url: &str, timeout_secs: u64) -> (u64, [u8; 32], Option<i32>
     (total, h.finalize().into(), status.code(), err)
 }
 
+/// Fetch `url` with curl inside `ns` and check it got the `len`-byte file whose SHA-256 is
+/// `want`.
+#[track_caller]
+fn curl_file(ns: &NetNs, url: &str, timeout_secs: u64, len: usize, want: &[u8; 32]) {
+    let (got, sum, code, err) = curl(ns, url, timeout_secs);
+    assert_eq!(code, Some(0), "curl {url}: {err}");
+    assert_eq!(got, len as u64, "{url}: body length");
+    assert!(sum == *want, "{url}: body SHA-256 differs from the file's");
+}
+
 /// The number after `"key":` in a JSON text (the first occurrence after `after`).
 fn json_u64(text: &str, after: &str, key: &str) -> Option<u64> {
     let rest = &text[text.find(after)?..];
@@ -287,10 +297,7 @@ fn curl_10mb(mode: Mode) {
     let mut ns = NetNs::new();
     let mut relay = relay(&mut ns, mode, port, &["--listen", "80,8080", "--json"]);
     for url in [format!("http://{STACK_ADDR}/f.bin"), format!("http://{STACK_ADDR}:8080/f.bin")] {
-        let (len, sum, code, err) = curl(&ns, &url, 120);
-        assert_eq!(code, Some(0), "curl {url}: {err}");
-        assert_eq!(len, n as u64, "{url}: body length");
-        assert!(sum == want, "{url}: body SHA-256 differs from the file's");
+        curl_file(&ns, &url, 120, n, &want);
     }
     // curl exits once it has Content-Length bytes; its FIN may still be on its way through
     // the relay, which would then count the connection as reset at exit.
@@ -323,10 +330,7 @@ fn curl_any_destination(mode: Mode) {
     let mut relay = relay(&mut ns, mode, port, &["--listen", "any", "--json"]);
     ns.ip(&["route", "add", "198.18.0.0/15", "via", STACK_ADDR]);
     for url in ["http://198.18.3.4:8080/f.bin", "http://198.19.200.1/f.bin"] {
-        let (len, sum, code, err) = curl(&ns, url, 60);
-        assert_eq!(code, Some(0), "curl {url}: {err}");
-        assert_eq!(len, n as u64, "{url}: body length");
-        assert!(sum == want, "{url}: body SHA-256 differs from the file's");
+        curl_file(&ns, url, 60, n, &want);
     }
     std::thread::sleep(Duration::from_millis(500));
     let (out, err) = relay.stop_ok();

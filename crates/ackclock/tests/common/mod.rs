@@ -121,6 +121,18 @@ impl<D: Link> Pair<D> {
         }));
         (c, server.unwrap())
     }
+
+    /// Close both ends of a connection, let every connection finish, and check that each
+    /// stack's pool has every buffer back.
+    pub fn close_and_drain(&mut self, c: TcpHandle, s: TcpHandle) {
+        self.b.tcp_close(s).unwrap();
+        self.a.tcp_close(c).unwrap();
+        assert!(
+            self.run_until(Duration::from_secs(120), |p| p.a.tcp().connections() == 0 && p.b.tcp().connections() == 0)
+        );
+        assert_eq!(self.a.pool().available(), self.a.pool().capacity());
+        assert_eq!(self.b.pool().available(), self.b.pool().capacity());
+    }
 }
 
 pub mod netns;
