@@ -216,10 +216,7 @@ pub(crate) fn fast_data(
     tsval: Option<u32>,
 ) -> (bool, bool) {
     let had_delack = tcb.timers.delack.is_some();
-    let merged = unverified.is_none()
-        && payload.len() < SMALL_SEGMENT
-        && tcb.rcv_unverified == 0
-        && merge_into_tail(tcb, payload);
+    let merged = try_merge(tcb, payload, unverified.is_some());
     if !merged && unverified.is_some() {
         tcb.rcv_unverified += 1;
     }
@@ -958,13 +955,7 @@ fn receive_in_order(
     ts: Option<(u32, u32)>,
 ) {
     let had_ooo = !tcb.ooo.is_empty();
-    // Tiny segments are copied into the tail of the queue when they fit, so each does not
-    // hold a pbuf. (Only verified data: the copy would lose a deferred checksum.)
-    let merged = unverified.is_none()
-        && (len as usize) < SMALL_SEGMENT
-        && tcb.rcv_unverified == 0
-        && merge_into_tail(tcb, payload.data());
-    if !merged {
+    if !try_merge(tcb, payload.data(), unverified.is_some()) {
         payload.meta.flags = Default::default();
         tcb.rcvq.push_back(RxSeg { seq, buf: payload, unverified });
         if unverified.is_some() {
@@ -1012,6 +1003,14 @@ fn in_order_received(
     } else if tcb.timers.delack.is_none() {
         tcb.timers.delack = Some(now + delayed_ack);
     }
+}
+
+/// Tiny segments are copied into the tail of the receive queue when they fit, so that each
+/// does not hold a pbuf; only verified data, behind verified data (the copy would lose a
+/// deferred checksum). Returns whether `payload` was copied.
+#[inline(always)]
+fn try_merge(tcb: &mut Tcb, payload: &[u8], unverified: bool) -> bool {
+    !unverified && payload.len() < SMALL_SEGMENT && tcb.rcv_unverified == 0 && merge_into_tail(tcb, payload)
 }
 
 /// Copy a tiny segment's payload into the tail of the receive queue if it fits there.

@@ -223,8 +223,7 @@ impl Tcp {
         let (r, l) = (tuple.remote_addr.octets(), tuple.local_addr.octets());
         let addrs = u64::from_ne_bytes([r[0], r[1], r[2], r[3], l[0], l[1], l[2], l[3]]);
         let (rp, lp) = (tuple.remote_port.to_be_bytes(), tuple.local_port.to_be_bytes());
-        let ports = u32::from_ne_bytes([rp[0], rp[1], lp[0], lp[1]]);
-        self.lookup_keyed(addrs, ports, tuple)
+        self.lookup_wire(addrs, u32::from_ne_bytes([rp[0], rp[1], lp[0], lp[1]]))
     }
 
     /// `lookup` with the segment's addresses (source, destination) and ports (source,
@@ -234,27 +233,21 @@ impl Tcp {
     fn lookup_wire(&mut self, addrs: u64, ports: u32) -> Option<u32> {
         match self.last_hit {
             Some(h) if h.addrs == addrs && h.ports == ports => Some(h.idx),
-            _ => {
-                let (a, p) = (addrs.to_ne_bytes(), ports.to_ne_bytes());
-                let tuple = FourTuple {
-                    local_addr: Ipv4Addr::new(a[4], a[5], a[6], a[7]),
-                    local_port: u16::from_be_bytes([p[2], p[3]]),
-                    remote_addr: Ipv4Addr::new(a[0], a[1], a[2], a[3]),
-                    remote_port: u16::from_be_bytes([p[0], p[1]]),
-                };
-                self.lookup_keyed(addrs, ports, &tuple)
-            }
+            _ => self.lookup_table(addrs, ports),
         }
     }
 
+    /// The table lookup behind the connection cache, which it refills.
     #[inline(never)]
-    fn lookup_keyed(&mut self, addrs: u64, ports: u32, tuple: &FourTuple) -> Option<u32> {
-        if let Some(h) = self.last_hit {
-            if h.addrs == addrs && h.ports == ports {
-                return Some(h.idx);
-            }
-        }
-        let idx = *self.table.get(tuple)?;
+    fn lookup_table(&mut self, addrs: u64, ports: u32) -> Option<u32> {
+        let (a, p) = (addrs.to_ne_bytes(), ports.to_ne_bytes());
+        let tuple = FourTuple {
+            local_addr: Ipv4Addr::new(a[4], a[5], a[6], a[7]),
+            local_port: u16::from_be_bytes([p[2], p[3]]),
+            remote_addr: Ipv4Addr::new(a[0], a[1], a[2], a[3]),
+            remote_port: u16::from_be_bytes([p[0], p[1]]),
+        };
+        let idx = *self.table.get(&tuple)?;
         self.last_hit = Some(LastHit { addrs, ports, idx });
         Some(idx)
     }
