@@ -173,12 +173,11 @@ struct Blocks {
     /// The block a segment most recently arrived into (including a duplicate, and a merge of
     /// blocks by a hole-filling segment), then older ones through `Block::older`.
     newest: usize,
-    oldest: usize,
 }
 
 impl Default for Blocks {
     fn default() -> Self {
-        Blocks { nodes: Vec::new(), free: NIL, by_pos: VecDeque::new(), newest: NIL, oldest: NIL }
+        Blocks { nodes: Vec::new(), free: NIL, by_pos: VecDeque::new(), newest: NIL }
     }
 }
 
@@ -222,9 +221,7 @@ impl Blocks {
         } else {
             self.nodes[newer].older = older;
         }
-        if older == NIL {
-            self.oldest = newer;
-        } else {
+        if older != NIL {
             self.nodes[older].newer = newer;
         }
     }
@@ -233,9 +230,7 @@ impl Blocks {
     fn push_newest(&mut self, slot: usize) {
         self.nodes[slot].newer = NIL;
         self.nodes[slot].older = self.newest;
-        if self.newest == NIL {
-            self.oldest = slot;
-        } else {
+        if self.newest != NIL {
             self.nodes[self.newest].newer = slot;
         }
         self.newest = slot;
@@ -244,14 +239,20 @@ impl Blocks {
     /// Unlink `slot` and put it on the free list. When no block is left, the slab is reset
     /// (keeping its capacity) so that slots are reused from the start.
     fn release(&mut self, slot: usize) {
-        self.unlink(slot);
         if self.by_pos.is_empty() {
+            self.unlink(slot);
             self.nodes.clear();
             self.free = NIL;
         } else {
-            self.nodes[slot].older = self.free;
-            self.free = slot;
+            self.free_slot(slot);
         }
+    }
+
+    /// Unlink `slot` and chain it onto the free list.
+    fn free_slot(&mut self, slot: usize) {
+        self.unlink(slot);
+        self.nodes[slot].older = self.free;
+        self.free = slot;
     }
 
     /// `[lo, hi)` is now entirely held: merge it with the blocks it overlaps or touches into
@@ -273,10 +274,7 @@ impl Blocks {
             let slot = self.by_pos[first];
             let end = self.at(last - 1).end;
             for i in first + 1..last {
-                let gone = self.by_pos[i];
-                self.unlink(gone);
-                self.nodes[gone].older = self.free;
-                self.free = gone;
+                self.free_slot(self.by_pos[i]);
             }
             self.by_pos.drain(first + 1..last);
             let b = &mut self.nodes[slot];
@@ -312,7 +310,6 @@ impl Blocks {
         self.by_pos.clear();
         self.free = NIL;
         self.newest = NIL;
-        self.oldest = NIL;
     }
 }
 
@@ -640,7 +637,7 @@ mod tests {
             assert!(listed <= bl.len(), "recency list loops");
             (newer, slot) = (slot, bl.nodes[slot].older);
         }
-        assert_eq!((listed, bl.oldest), (bl.len(), newer));
+        assert_eq!(listed, bl.len());
         // Every other slot is free, on the free list once.
         let (mut slot, mut free) = (bl.free, 0);
         while slot != NIL {
