@@ -29,9 +29,6 @@ const MIN_RTT_DIVISOR: u32 = 8;
 const N_RTT_SAMPLE: u32 = 8;
 const CSS_GROWTH_DIVISOR: u32 = 4;
 const CSS_ROUNDS: u32 = 5;
-/// L for a sender that does not pace (RFC 9406 §4.3: infinity); RFC 3465's 2 SMSS keeps
-/// slow start the same as NewReno's.
-const L_SEGMENTS: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -158,7 +155,9 @@ impl Cubic {
     }
 
     fn slow_start(&mut self, ack: &Ack) {
-        let mut grow = ack.acked.min(L_SEGMENTS * self.smss);
+        // L for a sender that does not pace (RFC 9406 §4.3 allows infinity): RFC 3465's, as
+        // NewReno's, so that slow start is the same under both.
+        let mut grow = ack.acked.min(abc_limit(self.after_rto) * self.smss);
         if self.config.hystart {
             self.hystart_round(ack);
             if let Phase::Css { .. } = self.phase {
@@ -278,7 +277,7 @@ impl CongestionControl for Cubic {
             self.slow_start(ack);
         } else if self.cwnd < self.ssthresh {
             // After an RTO (or an idle restart): slow start back up to ssthresh (RFC 5681).
-            let l = if self.after_rto { abc_limit(true) } else { L_SEGMENTS };
+            let l = abc_limit(self.after_rto);
             self.cwnd = self.cwnd.saturating_add(ack.acked.min(l * self.smss)).min(self.ssthresh);
             if self.cwnd >= self.ssthresh {
                 self.after_rto = false;
