@@ -17,7 +17,7 @@
 //! (a sum-only pass) before acknowledging.
 
 use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
-use crate::iface::{Interface, InterfaceConfig};
+use crate::iface::{Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET};
 use crate::phy::{Batch, Capabilities, Device};
 use crate::tcp::input::Fast;
 use crate::tcp::{Counters, Io, Tcp, TcpConfig};
@@ -140,9 +140,10 @@ impl Stack {
     pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);
         self.tcp.counters.frames_in += 1;
+        let Some(ing) = self.iface.common_tcp(&frame) else { return self.process_full(frame) };
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        match self.tcp.input_predicted(self.now, &frame, io) {
-            Fast::Slow => self.process_full(frame),
+        match self.tcp.fast(self.now, ing, COMMON_TCP_OFFSET, &frame, io) {
+            Fast::Slow => self.tcp_full(ing, frame),
             Fast::Done => {}
             // The frame moves once, into the receive queue; handed down by value through
             // the layers it was copied at every step.
@@ -154,13 +155,22 @@ impl Stack {
         }
     }
 
-    /// The full receive path: link and IP checks, then TCP's.
+    /// A common frame header prediction did not take: TCP's full path, on the segment.
+    #[inline(never)]
+    fn tcp_full(&mut self, ing: TcpIngress, mut frame: PBuf) {
+        let _ = frame.narrow(COMMON_TCP_OFFSET, ing.len as usize);
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        self.tcp.input_slow(self.now, ing, frame, io);
+    }
+
+    /// Every other frame: the link and IP checks, then TCP's full path (header prediction
+    /// is for the common frame only).
     #[inline(never)]
     fn process_full(&mut self, mut frame: PBuf) {
         let now = self.now;
         if let Some(ing) = self.iface.ingress(now, &mut frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
             let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-            self.tcp.input(now, ing, frame, io);
+            self.tcp.input_slow(now, ing, frame, io);
         }
     }
 

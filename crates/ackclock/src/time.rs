@@ -39,24 +39,22 @@ impl Instant {
     pub const fn total_millis(self) -> u64 {
         self.nanos / 1_000_000
     }
-    /// `self + Duration::from_micros(us)` (saturating), without the round trip through a
-    /// `Duration`.
-    #[inline]
-    pub const fn saturating_add_micros(self, us: u64) -> Instant {
-        Instant { nanos: self.nanos.saturating_add(us.saturating_mul(1_000)) }
-    }
     /// Time since `earlier`, zero if `earlier` is later.
     pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration::from_nanos(self.nanos.saturating_sub(earlier.nanos))
     }
 }
 
+/// Whole nanoseconds, saturating (without the u128 arithmetic of `as_nanos`: timers are set
+/// on every ACK).
+#[inline]
 fn duration_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    d.as_secs().saturating_mul(1_000_000_000).saturating_add(d.subsec_nanos() as u64)
 }
 
 impl Add<Duration> for Instant {
     type Output = Instant;
+    #[inline]
     fn add(self, d: Duration) -> Instant {
         Instant { nanos: self.nanos.saturating_add(duration_nanos(d)) }
     }

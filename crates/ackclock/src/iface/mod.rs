@@ -167,10 +167,6 @@ impl Interface {
         tx: &mut Batch,
         counters: &mut Counters,
     ) -> Option<TcpIngress> {
-        if let Some(ing) = self.common_tcp(frame) {
-            let _ = frame.narrow(COMMON_TCP_OFFSET, ing.len as usize);
-            return Some(ing);
-        }
         let (ethertype, eth_len) = {
             let Ok(eth) = EthernetFrame::new_checked(frame.data()) else {
                 counters.drop(DropReason::Malformed);

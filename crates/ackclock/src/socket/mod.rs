@@ -6,8 +6,7 @@
 //! checksum fused into it; there is no intermediate byte ring.
 
 use crate::stack::Stack;
-use crate::tcp::{ConnError, Io, State, Take, TcpInfo};
-use crate::wire::checksum;
+use crate::tcp::{ConnError, Io, State, TcpInfo};
 use core::fmt;
 use core::net::Ipv4Addr;
 
@@ -247,17 +246,10 @@ impl Stack {
     /// consumes all it was given. A segment whose checksum was deferred is verified (a sum
     /// pass) before `drain` sees it. Returns the bytes consumed; `Ok(0)` is the end of the
     /// stream, as for [`tcp_recv`](Self::tcp_recv).
-    pub fn tcp_recv_with(&mut self, h: TcpHandle, mut drain: impl FnMut(&[u8]) -> usize) -> Result<usize, Error> {
+    pub fn tcp_recv_with(&mut self, h: TcpHandle, drain: impl FnMut(&[u8]) -> usize) -> Result<usize, Error> {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        self.tcp.recv_with(self.now, idx, io, |src, unverified| {
-            if let Some(header_sum) = unverified {
-                if checksum::add(header_sum, checksum::sum(src)) != 0xffff {
-                    return Take::BadChecksum;
-                }
-            }
-            Take::Bytes(drain(src))
-        })
+        self.tcp.recv_in_place(self.now, idx, io, drain)
     }
 
     /// Half-close (`Write`: FIN after the queued data, keep reading), stop reading, or both.

@@ -24,10 +24,12 @@ use core::net::Ipv4Addr;
 /// vary), and the window field.
 const FMASK: u32 = 0xf000_0000 | ((0x01 | 0x02 | 0x04 | 0x20 | 0x10) << 16) | 0xffff;
 
-/// The word the fast path expects at bytes 12..16 of a segment, or 0 when no segment can be
-/// predicted: ESTABLISHED, not recovering, nothing out of order, still reading, and the
-/// peer's window unchanged. Recomputed whenever any of that changes.
-pub(crate) fn pred_flags(tcb: &Tcb) -> u32 {
+/// The word the fast path expects at bytes 12..16 of a segment (data offset, ACK alone, the
+/// peer's window unchanged), as the TCB keeps it: in wire byte order, so that the fast path
+/// compares the segment's word as it loads it. [`NO_PREDICTION`] when no segment can be
+/// predicted: not ESTABLISHED, recovering, something out of order, no longer reading, or a
+/// window the field cannot express exactly. Recomputed whenever any of that changes.
+pub(crate) fn pred_word(tcb: &Tcb) -> u32 {
     let raw_wnd = tcb.snd_wnd >> tcb.snd_wscale;
     if tcb.state != State::Established
         || tcb.recovery.is_some()
@@ -38,19 +40,10 @@ pub(crate) fn pred_flags(tcb: &Tcb) -> u32 {
         || raw_wnd > 0xffff
         || raw_wnd << tcb.snd_wscale != tcb.snd_wnd
     {
-        return 0;
+        return NO_PREDICTION;
     }
     let words = if tcb.ts_enabled { 8 } else { 5 };
-    (words << 28) | ((TcpFlags::ACK.bits() as u32) << 16) | raw_wnd
-}
-
-/// `pred_flags` as the TCB keeps it: in wire byte order, so that the fast path compares
-/// the segment's word as it loads it, and [`NO_PREDICTION`] when nothing is predicted.
-pub(crate) fn pred_word(tcb: &Tcb) -> u32 {
-    match pred_flags(tcb) {
-        0 => NO_PREDICTION,
-        f => wire(f),
-    }
+    wire((words << 28) | ((TcpFlags::ACK.bits() as u32) << 16) | raw_wnd)
 }
 
 /// No masked word equals it: `FMASK` leaves the reserved bits clear.
@@ -115,14 +108,9 @@ pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predic
         }
         return Some(Predicted::Ack { seq, ack, ts });
     }
-    // (a) Pure in-order data that fits: within the right edge we advertised (RFC 9293
-    // §3.10.7.4; the full path trims what lies beyond it) and the buffer (prediction implies
-    // an empty out-of-order queue). Small segments are verified at once, by the full path.
-    if ack != tcb.snd_una
-        || seq + len as u32 > tcb.rcv_adv
-        || tcb.rcv_queued + len > tcb.opts.recv_buffer
-        || (!checksum_ok && len < SMALL_SEGMENT)
-    {
+    // (a) Pure in-order data that fits the window. Small segments are verified at once, by
+    // the full path.
+    if ack != tcb.snd_una || !tcb.fits_window(seq, len as u32) || (!checksum_ok && len < SMALL_SEGMENT) {
         return None;
     }
     let tsval = ts.map(|t| t.0);
@@ -217,9 +205,6 @@ pub(crate) fn fast_data(
 ) -> (bool, bool) {
     let had_delack = tcb.timers.delack.is_some();
     let merged = try_merge(tcb, payload, unverified.is_some());
-    if !merged && unverified.is_some() {
-        tcb.rcv_unverified += 1;
-    }
     // No out-of-order data: prediction requires an empty out-of-order queue.
     in_order_received(now, delayed_ack, tcb, seq, payload.len() as u32, unverified.is_some(), tsval, false);
     tcb.last_rcv = now;
@@ -288,14 +273,18 @@ pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
         && seg.ack == tcb.snd_una
         && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
         && seg.len as usize >= SMALL_SEGMENT
-        // Nothing beyond the right edge we advertised: a trimmed segment could not be
-        // checked against its header's sum later (RFC 9293 §3.10.7.4 trims it).
-        && seg.seq + seg.len <= tcb.rcv_adv
+        // Nothing trimmed: a trimmed segment could not be checked against its header's sum.
+        && tcb.fits_window(seg.seq, seg.len)
         && seg.sack.is_empty()
         && tcb.ooo.is_empty()
         && tcb.rcv_fin.is_none()
         && !tcb.shut_rd
-        && (seg.len as usize) <= tcb.rcv_space()
+}
+
+/// Whether a deferred segment's payload completes its header's sum (`Unverified::header_sum`)
+/// to a good checksum: one sum pass over the payload.
+pub(crate) fn payload_checks(header_sum: u16, payload: &[u8]) -> bool {
+    checksum::add(header_sum, checksum::sum(payload)) == 0xffff
 }
 
 /// Verify every deferred segment of the receive queue now (a sum-only pass), so that
@@ -308,7 +297,7 @@ pub(crate) fn verify_pending(env: &mut Env, tcb: &mut Tcb) {
         let good = {
             let s = &tcb.rcvq[idx];
             let u = s.unverified.expect("suffix of rcvq is unverified");
-            checksum::add(u.header_sum, checksum::sum(s.buf.data())) == 0xffff
+            payload_checks(u.header_sum, s.buf.data())
         };
         if good {
             accept_verified(env, tcb, idx);
@@ -788,29 +777,24 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u3
     }
     // RTT: the echoed timestamp if there is one (RFC 7323 §4), else the timed segment if
     // it was not retransmitted (Karn's rule).
-    // The estimator takes whole microseconds (as `RttEstimator::sample` would make them).
-    let (mut sample, mut sample_us) = (None, 0);
+    let mut sample = None;
     if tcb.ts_enabled {
         if let Some((_, tsecr)) = ts {
             if tsecr != 0 {
                 let ms = tcb.ts_now(env.now).wrapping_sub(tsecr);
                 if (ms as i32) >= 0 {
                     sample = Some(Duration::from_millis(ms as u64));
-                    sample_us = ms as u64 * 1000;
                 }
             }
         }
     } else if let Some((seq, sent)) = tcb.rtt_seq {
         if ack > seq {
-            let rtt = env.now.saturating_duration_since(sent);
-            // Without the u128 of `as_micros`.
-            sample_us = rtt.as_secs().saturating_mul(1_000_000).saturating_add(rtt.subsec_micros() as u64);
-            sample = Some(rtt);
+            sample = Some(env.now.saturating_duration_since(sent));
             tcb.rtt_seq = None;
         }
     }
-    if sample.is_some() {
-        tcb.rtt.sample_micros(sample_us);
+    if let Some(rtt) = sample {
+        tcb.rtt.sample(rtt);
     }
     // Release acknowledged segments: their pbufs go back to the pool here.
     while let Some(front) = tcb.sndq.front() {
@@ -853,7 +837,7 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u3
         tcb.timers.rexmt = None;
         tcb.rexmt_start = None;
     } else {
-        tcb.timers.rexmt = Some(env.now.saturating_add_micros(tcb.rtt.rto_micros()));
+        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
         tcb.rexmt_start = Some(env.now);
         // The ACK stopped at a segment the peer SACKed: it reneged.
         recovery::check_reneging(env, tcb);
@@ -949,18 +933,14 @@ fn receive_in_order(
     delayed_ack: Duration,
     tcb: &mut Tcb,
     seq: SeqNumber,
-    mut payload: PBuf,
+    payload: PBuf,
     len: u32,
     unverified: Option<Unverified>,
     ts: Option<(u32, u32)>,
 ) {
     let had_ooo = !tcb.ooo.is_empty();
     if !try_merge(tcb, payload.data(), unverified.is_some()) {
-        payload.meta.flags = Default::default();
-        tcb.rcvq.push_back(RxSeg { seq, buf: payload, unverified });
-        if unverified.is_some() {
-            tcb.rcv_unverified += 1;
-        }
+        tcb.rcvq.push_frame(seq, payload, 0, len, unverified);
     }
     in_order_received(now, delayed_ack, tcb, seq, len, unverified.is_some(), ts.map(|t| t.0), had_ooo);
     if had_ooo {
@@ -983,6 +963,10 @@ fn in_order_received(
     tsval: Option<u32>,
     filled_hole: bool,
 ) {
+    // A deferred segment is never merged (`try_merge`): it is the newest queue entry.
+    if unverified {
+        tcb.rcv_unverified += 1;
+    }
     tcb.rcv_queued += len as usize;
     tcb.advance_rcv_nxt(len);
     tcb.stats.bytes_received += len as u64;

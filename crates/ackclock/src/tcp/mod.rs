@@ -32,7 +32,7 @@ pub use stats::{ConnStats, Counters, DropReason, TcpInfo};
 pub use tcb::{ConnError, FourTuple, State};
 
 use crate::buf::{PBuf, Pool};
-use crate::iface::{Interface, TcpIngress, COMMON_TCP_OFFSET};
+use crate::iface::{Interface, TcpIngress};
 use crate::phy::Batch;
 use crate::time::{Duration, Instant};
 use crate::wire::{checksum, TcpFlags, TcpPacket, TcpRepr};
@@ -477,32 +477,6 @@ impl Tcp {
         }
     }
 
-    /// Header prediction for a frame straight from the device (`Stack::process`): a common
-    /// frame (`Interface::common_tcp`) whose segment its connection predicts is handled
-    /// here, from the frame to the receive queue; anything else comes back untouched.
-    #[inline(always)]
-    pub(crate) fn input_predicted(&mut self, now: Instant, frame: &PBuf, io: Io<'_>) -> input::Fast {
-        match io.iface.common_tcp(frame) {
-            Some(ing) => self.fast(now, ing, COMMON_TCP_OFFSET, frame, io),
-            None => input::Fast::Slow,
-        }
-    }
-
-    /// A received TCP segment (the frame's view is exactly the segment), after the full
-    /// link and IP checks: header prediction, else the full path.
-    pub(crate) fn input(&mut self, now: Instant, ing: TcpIngress, segment: PBuf, io: Io<'_>) {
-        let Io { pool, iface, tx } = io;
-        match self.fast(now, ing, 0, &segment, Io { pool, iface: &mut *iface, tx: &mut *tx }) {
-            input::Fast::Slow => self.input_slow(now, ing, segment, Io { pool, iface, tx }),
-            input::Fast::Done => {}
-            input::Fast::Queue(q) => {
-                if let Some(rq) = self.rcvq(q.idx) {
-                    rq.push_frame(q.seq, segment, q.off, q.len, q.unverified);
-                }
-            }
-        }
-    }
-
     /// The receive queue of connection `idx`: where the fast path's case (a) puts a frame.
     #[inline(always)]
     pub(crate) fn rcvq(&mut self, idx: u32) -> Option<&mut rxq::RxQueue> {
@@ -513,7 +487,7 @@ impl Tcp {
     /// in `frame`: its connection (last-hit cache, then the table), `input::predict`, and
     /// cases (a) and (b).
     #[inline(always)]
-    fn fast(&mut self, now: Instant, ing: TcpIngress, off: usize, frame: &PBuf, io: Io<'_>) -> input::Fast {
+    pub(crate) fn fast(&mut self, now: Instant, ing: TcpIngress, off: usize, frame: &PBuf, io: Io<'_>) -> input::Fast {
         let Some(seg) = frame.data().get(off..off + ing.len as usize) else { return input::Fast::Slow };
         let Some(p) = seg.first_chunk::<4>() else { return input::Fast::Slow };
         let ports = u32::from_ne_bytes(*p);
@@ -556,9 +530,10 @@ impl Tcp {
         out
     }
 
-    /// The full path: everything header prediction did not take.
+    /// The full path: a received TCP segment (the frame's view is exactly the segment) that
+    /// header prediction did not take, or that was not a common frame.
     #[inline(never)]
-    fn input_slow(&mut self, now: Instant, ing: TcpIngress, mut segment: PBuf, io: Io<'_>) {
+    pub(crate) fn input_slow(&mut self, now: Instant, ing: TcpIngress, mut segment: PBuf, io: Io<'_>) {
         self.counters.segs_in += 1;
         self.counters.slow_path += 1;
         let (src, dst, checksum_ok) = (ing.src(), ing.dst(), ing.checksum_ok);
@@ -602,7 +577,8 @@ impl Tcp {
         io: Io<'_>,
     ) {
         let Io { pool, iface, tx } = io;
-        let has_listener = self.listener_for(seg.dst, seg.dst_port).is_some();
+        // Only a SYN can reincarnate a TIME-WAIT connection (the one use of this).
+        let has_listener = seg.flags.contains(TcpFlags::SYN) && self.listener_for(seg.dst, seg.dst_port).is_some();
         let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() else { return };
         // Linux drops the handshake's final ACK when the accept queue is full; the client
         // retransmits and the connection completes once the application accepts.
@@ -1036,7 +1012,7 @@ impl Tcp {
                 // A segment larger than the room is checked first (sum pass), so that no
                 // unverified byte ever reaches the caller.
                 Some(header_sum) => {
-                    if checksum::add(header_sum, checksum::sum(src)) != 0xffff {
+                    if !input::payload_checks(header_sum, src) {
                         return Take::BadChecksum;
                     }
                     out.copy_from_slice(&src[..n]);
@@ -1045,6 +1021,21 @@ impl Tcp {
             }
             copied += n;
             Take::Bytes(n)
+        })
+    }
+
+    /// Hand received bytes to `drain` in place (`tcp_recv_with`): a segment whose checksum
+    /// was deferred is verified (a sum pass) before `drain` sees any of it.
+    pub(crate) fn recv_in_place(
+        &mut self,
+        now: Instant,
+        idx: u32,
+        io: Io<'_>,
+        mut drain: impl FnMut(&[u8]) -> usize,
+    ) -> Result<usize, crate::socket::Error> {
+        self.recv_with(now, idx, io, |src, unverified| match unverified {
+            Some(header_sum) if !input::payload_checks(header_sum, src) => Take::BadChecksum,
+            _ => Take::Bytes(drain(src)),
         })
     }
 

@@ -59,8 +59,11 @@ pub struct RttEstimator {
     samples: u64,
 }
 
+/// Whole microseconds, saturating (without the u128 arithmetic of `as_micros`: this runs on
+/// every ACK).
+#[inline]
 fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+    d.as_secs().saturating_mul(1_000_000).saturating_add(d.subsec_micros() as u64)
 }
 
 impl RttEstimator {
@@ -83,15 +86,10 @@ impl RttEstimator {
 
     /// Feed one measurement (Karn's rule is the caller's: never a sample from a retransmitted
     /// segment unless timestamps tell which transmission it acknowledges).
-    pub fn sample(&mut self, rtt: Duration) {
-        self.sample_micros(micros(rtt));
-    }
-
-    /// [`sample`](Self::sample) with the measurement in microseconds.
     #[inline]
-    pub fn sample_micros(&mut self, us: u64) {
+    pub fn sample(&mut self, rtt: Duration) {
         // A zero RTT would make the variance collapse on a fast path; count it as 1 µs.
-        let r = us.max(1);
+        let r = micros(rtt).max(1);
         if self.samples == 0 {
             self.srtt8 = r << 3;
             self.rttvar4 = (r >> 1) << 2;
@@ -118,15 +116,10 @@ impl RttEstimator {
     }
 
     /// The retransmission timeout, with backoff.
-    pub fn rto(&self) -> Duration {
-        Duration::from_micros(self.rto_micros())
-    }
-
-    /// [`rto`](Self::rto) in microseconds.
     #[inline]
-    pub fn rto_micros(&self) -> u64 {
+    pub fn rto(&self) -> Duration {
         let rto = self.base_rto.checked_shl(self.backoff).unwrap_or(u64::MAX);
-        rto.min(self.max_us)
+        Duration::from_micros(rto.min(self.max_us))
     }
 
     /// The timer expired: double the RTO (RFC 6298 §5.5), up to the maximum.

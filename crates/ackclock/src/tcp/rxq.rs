@@ -38,17 +38,14 @@ impl RxQueue {
         self.v.len() == self.head
     }
 
-    /// Append at the back; returns the new entry.
+    /// Append at the back.
     #[inline(always)]
-    pub fn push_back(&mut self, seg: RxSeg) -> &mut RxSeg {
+    pub fn push_back(&mut self, seg: RxSeg) {
         self.v.push(Some(seg));
-        match self.v.last_mut() {
-            Some(Some(e)) => e,
-            _ => unreachable!("just pushed"),
-        }
     }
 
-    /// Append a received frame whose payload is the `len` bytes at `off`.
+    /// Append a received frame whose payload is the `len` bytes at `off` (its view is cut to
+    /// them in place, and its offload flags cleared).
     #[inline(always)]
     pub fn push_frame(&mut self, seq: SeqNumber, buf: PBuf, off: u32, len: u32, unverified: Option<Unverified>) {
         self.v.push(Some(RxSeg { seq, buf, unverified }));

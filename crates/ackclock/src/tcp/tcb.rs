@@ -350,7 +350,16 @@ impl Tcb {
         self.snd_max.since(self.snd_una)
     }
 
+    /// Whether `len` bytes at `seq` fit the receive window: within the right edge we
+    /// advertised (RFC 9293 §3.10.7.4: the full path trims what lies beyond it) and the
+    /// buffer's free space.
+    #[inline]
+    pub fn fits_window(&self, seq: SeqNumber, len: u32) -> bool {
+        seq + len <= self.rcv_adv && len as usize <= self.rcv_space()
+    }
+
     /// Receive-buffer space not held by queued data.
+    #[inline]
     pub fn rcv_space(&self) -> usize {
         self.opts.recv_buffer.saturating_sub(self.rcv_queued + self.ooo.bytes())
     }
