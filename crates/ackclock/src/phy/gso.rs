@@ -169,8 +169,9 @@ struct Headers {
 }
 
 impl Headers {
-    /// An untagged Ethernet frame with IPv4 and TCP, the TCP header at `csum_start` and its
-    /// checksum field at `csum_offset` 16, as the stack marks them.
+    /// An untagged Ethernet frame with IPv4 and TCP; if it is marked CSUM_PARTIAL, the TCP
+    /// header at `csum_start` and its checksum field at `csum_offset` 16, as the stack marks
+    /// them.
     fn parse(frame: &PBuf) -> Option<Headers> {
         let d = frame.data();
         let ip = ethernet::HEADER_LEN;
@@ -179,8 +180,14 @@ impl Headers {
         }
         let ip_len = (d[ip] & 0x0f) as usize * 4;
         let tcp = ip + ip_len;
+        // Only a frame whose checksum is left to the device says where the TCP header is: a
+        // received one marked CSUM_VERIFIED (a TAP's DATA_VALID) has csum_start 0.
         let m = &frame.meta;
-        if ip_len < 20 || d[ip + 9] != 6 || m.csum_start as usize != tcp || m.csum_offset != 16 || d.len() < tcp + 20 {
+        let partial = m.flags.contains(Flags::CSUM_PARTIAL);
+        if partial && (m.csum_start as usize != tcp || m.csum_offset != 16) {
+            return None;
+        }
+        if ip_len < 20 || d[ip + 9] != 6 || d.len() < tcp + 20 {
             return None;
         }
         let end = tcp + (d[tcp + 12] >> 4) as usize * 4;
@@ -349,6 +356,41 @@ mod tests {
         }
         assert_eq!(got, payload);
         assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, csum_completed: 0, dropped: 0 });
+    }
+
+    /// A TAP's coalesced receive with DATA_VALID: GSO_TCPV4 and CSUM_VERIFIED, csum_start and
+    /// csum_offset 0, the checksum field as the sender's last segment left it.
+    fn received_gso_frame(pool: &Pool, payload: &[u8], mss: u16) -> PBuf {
+        let mut f = gso_frame(pool, payload, mss, 0x10);
+        f.meta.flags = Flags::GSO_TCPV4 | Flags::CSUM_VERIFIED;
+        f.meta.csum_start = 0;
+        f.meta.csum_offset = 0;
+        f.data_mut().unwrap()[34 + 16..34 + 18].copy_from_slice(&[0xab, 0xcd]);
+        f
+    }
+
+    #[test]
+    fn received_gso_frame_with_verified_checksum_is_cut() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let payload: Vec<u8> = (0..4000u32).map(|i| (i * 13 % 251) as u8).collect();
+        let mut cutter = Segmenter::new(1514, 8);
+        let mut pieces = Vec::new();
+        cutter.cut(received_gso_frame(&pool, &payload, 1448), |p| pieces.push(p));
+        assert_eq!(pieces.len(), 3);
+        let mut got = Vec::new();
+        for (k, f) in pieces.iter().enumerate() {
+            let eth = EthernetFrame::new_checked(f.data()).unwrap();
+            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+            assert!(ip.verify_checksum(), "piece {k}: IPv4 checksum");
+            assert_eq!(ip.ident(), 7 + k as u16);
+            let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(tcp.verify_checksum(ip.src_addr(), ip.dst_addr()), "piece {k}: TCP checksum");
+            assert_eq!(tcp.seq_number(), 0xffff_f000u32.wrapping_add(1448 * k as u32));
+            assert_eq!(tcp.payload().len(), [1448, 1448, 1104][k]);
+            got.extend_from_slice(tcp.payload());
+        }
+        assert_eq!(got, payload);
+        assert_eq!(cutter.stats(), GsoStats { gso_frames: 1, segments: 3, csum_completed: 0, dropped: 0 });
     }
 
     #[test]
