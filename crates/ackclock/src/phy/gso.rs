@@ -92,9 +92,15 @@ impl Segmenter {
         }
         let payload = &data[h.end..];
         let count = payload.len().div_ceil(mss).max(1);
+        // Each piece gets a correct checksum below; when the frame's was vouched for (left to
+        // the device on transmit, verified by a TAP on receive), the receiving stack need not
+        // sum the piece again. On transmit the flag is harmless: the sum is in the header.
+        let vouched = frame.meta.flags.contains(Flags::CSUM_PARTIAL) || frame.meta.flags.contains(Flags::CSUM_VERIFIED);
+        let verified = if vouched { Flags::CSUM_VERIFIED } else { Flags::empty() };
         self.stats.gso_frames += 1;
         for (k, chunk) in payload.chunks(mss).chain(payload.is_empty().then_some(&[][..])).enumerate() {
             let mut piece = self.pool.alloc().ok()?;
+            piece.meta.flags = verified;
             let bytes = piece.append(h.end + chunk.len()).ok()?;
             bytes[..h.end].copy_from_slice(&data[..h.end]);
             let payload_sum = checksum::copy_and_sum(&mut bytes[h.end..], chunk);
@@ -391,6 +397,34 @@ mod tests {
         }
         assert_eq!(got, payload);
         assert_eq!(cutter.stats(), GsoStats { gso_frames: 1, segments: 3, csum_completed: 0, dropped: 0 });
+    }
+
+    /// Pieces keep the frame's checksum status: verified when the frame's checksum was
+    /// verified (receive) or left to the device (transmit), not when nobody vouched for it.
+    #[test]
+    fn pieces_are_checksum_verified_when_the_frame_was() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let mut cutter = Segmenter::new(1514, 8);
+        let unvouched = {
+            let mut f = received_gso_frame(&pool, &[5; 3000], 1448);
+            f.meta.flags.remove(Flags::CSUM_VERIFIED);
+            f
+        };
+        let frames = [
+            (received_gso_frame(&pool, &[5; 3000], 1448), true),
+            (gso_frame(&pool, &[5; 3000], 1448, 0x10), true),
+            (unvouched, false),
+        ];
+        for (i, (frame, want)) in frames.into_iter().enumerate() {
+            let mut pieces = Vec::new();
+            cutter.cut(frame, |p| pieces.push(p));
+            assert_eq!(pieces.len(), 3, "frame {i}");
+            for (k, p) in pieces.iter().enumerate() {
+                assert_eq!(p.meta.flags.contains(Flags::CSUM_VERIFIED), want, "frame {i} piece {k}");
+                assert!(!p.meta.flags.contains(Flags::CSUM_PARTIAL), "frame {i} piece {k}: sum is complete");
+                assert!(!p.meta.flags.contains(Flags::GSO_TCPV4), "frame {i} piece {k}: already cut");
+            }
+        }
     }
 
     #[test]
