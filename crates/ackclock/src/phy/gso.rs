@@ -55,12 +55,13 @@ impl Segmenter {
         self.stats
     }
 
-    /// How many frames `frame` becomes.
+    /// How many frames `frame` becomes: [`piece_count`] of its payload, 1 if it is not a
+    /// GSO_TCPV4 frame that can be cut.
     pub fn pieces(frame: &PBuf) -> usize {
-        let gso = frame.meta.gso_size as usize;
-        match frame.meta.flags.contains(Flags::GSO_TCPV4) && gso > 0 {
-            true => frame.len() / gso + 1,
-            false => 1,
+        let mss = frame.meta.gso_size as usize;
+        match Headers::parse(frame) {
+            Some(h) if frame.meta.flags.contains(Flags::GSO_TCPV4) && mss > 0 => piece_count(frame.len() - h.end, mss),
+            _ => 1,
         }
     }
 
@@ -91,7 +92,7 @@ impl Segmenter {
             return None;
         }
         let payload = &data[h.end..];
-        let count = payload.len().div_ceil(mss).max(1);
+        let count = piece_count(payload.len(), mss);
         // Each piece gets a correct checksum below; when the frame's was vouched for (left to
         // the device on transmit, verified by a TAP on receive), the receiving stack need not
         // sum the piece again. On transmit the flag is harmless: the sum is in the header.
@@ -126,6 +127,12 @@ impl Segmenter {
         push(copy);
         Some(())
     }
+}
+
+/// How many pieces `payload` bytes after the headers become when cut at `mss` (nonzero):
+/// a frame without payload is still one.
+fn piece_count(payload: usize, mss: usize) -> usize {
+    payload.div_ceil(mss).max(1)
 }
 
 /// A device wrapper that segments and checksums in software; see the [module docs](self).
@@ -424,6 +431,21 @@ mod tests {
                 assert!(!p.meta.flags.contains(Flags::CSUM_PARTIAL), "frame {i} piece {k}: sum is complete");
                 assert!(!p.meta.flags.contains(Flags::GSO_TCPV4), "frame {i} piece {k}: already cut");
             }
+        }
+    }
+
+    #[test]
+    fn piece_count_is_the_number_of_pieces_cut() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let mut cutter = Segmenter::new(1514, 8);
+        // No payload, one byte, one MSS, two exact MSS, a remainder, four MSS and a byte.
+        for (len, want) in [(0, 1), (1, 1), (1448, 1), (2896, 2), (3000, 3), (5793, 5)] {
+            let frame = gso_frame(&pool, &vec![3; len], 1448, 0x10);
+            let count = Segmenter::pieces(&frame);
+            let mut pieces = Vec::new();
+            cutter.cut(frame, |p| pieces.push(p));
+            assert_eq!(pieces.len(), want, "payload {len}");
+            assert_eq!(count, pieces.len(), "payload {len}");
         }
     }
 
