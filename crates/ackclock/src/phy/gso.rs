@@ -6,8 +6,9 @@
 //! `gso_size` into ordinary segments, each with its own IPv4 length, identification and
 //! checksum, TCP sequence number and checksum, FIN and PSH only on the last piece and CWR only
 //! on the first (as Linux's `tcp_gso_segment`). Each piece costs one copy of its payload,
-//! summed during the copy. Frames marked [`Flags::CSUM_PARTIAL`] alone get their checksum
-//! completed. Other frames pass untouched.
+//! summed during the copy. Other frames pass untouched: the stack marks a frame
+//! [`Flags::CSUM_PARTIAL`] only together with `GSO_TCPV4`, so this completes no checksum of
+//! a frame it does not cut (and does not claim `tx_checksum`).
 //!
 //! It serves devices without offload (the pipe, the simulator) in tests of the stack's
 //! offload path, and is the reference for what the stack expects a device to do.
@@ -28,8 +29,6 @@ pub struct GsoStats {
     pub gso_frames: u64,
     /// Segments those frames became.
     pub segments: u64,
-    /// Frames whose partial checksum was completed (without cutting).
-    pub csum_completed: u64,
     /// Frames dropped: malformed offload metadata, or the wrapper's pool was empty.
     pub dropped: u64,
 }
@@ -66,19 +65,11 @@ impl Segmenter {
     }
 
     /// Hand `push` what `frame` becomes on the wire: its segments if it is marked
-    /// GSO_TCPV4, a copy with the checksum completed if it is marked CSUM_PARTIAL, else the
-    /// frame itself. A malformed one is dropped and counted.
+    /// GSO_TCPV4, else the frame itself. A malformed one is dropped and counted.
     pub fn cut(&mut self, frame: PBuf, mut push: impl FnMut(PBuf)) {
-        let flags = frame.meta.flags;
-        let ok = if flags.contains(Flags::GSO_TCPV4) {
-            self.segment(&frame, &mut push)
-        } else if flags.contains(Flags::CSUM_PARTIAL) {
-            self.complete(&frame, &mut push)
-        } else {
+        if !frame.meta.flags.contains(Flags::GSO_TCPV4) {
             push(frame);
-            return;
-        };
-        if ok.is_none() {
+        } else if self.segment(&frame, &mut push).is_none() {
             self.stats.dropped += 1;
         }
     }
@@ -112,21 +103,6 @@ impl Segmenter {
         }
         Some(())
     }
-
-    /// Complete the checksum of a frame that is not to be cut.
-    fn complete(&mut self, frame: &PBuf, push: &mut impl FnMut(PBuf)) -> Option<()> {
-        let h = Headers::parse(frame)?;
-        let data = frame.data();
-        let mut copy = self.pool.alloc().ok()?;
-        let bytes = copy.append(data.len()).ok()?;
-        bytes[..h.end].copy_from_slice(&data[..h.end]);
-        let payload_sum = checksum::copy_and_sum(&mut bytes[h.end..], &data[h.end..]);
-        let payload = data.len() - h.end;
-        h.rewrite(bytes, 0, 0, payload, true, true, payload_sum);
-        self.stats.csum_completed += 1;
-        push(copy);
-        Some(())
-    }
 }
 
 /// How many pieces `payload` bytes after the headers become when cut at `mss` (nonzero):
@@ -135,7 +111,7 @@ fn piece_count(payload: usize, mss: usize) -> usize {
     payload.div_ceil(mss).max(1)
 }
 
-/// A device wrapper that segments and checksums in software; see the [module docs](self).
+/// A device wrapper that segments in software; see the [module docs](self).
 #[derive(Debug)]
 pub struct SoftGso<D> {
     inner: D,
@@ -250,10 +226,9 @@ impl Headers {
 }
 
 impl<D: Device> Device for SoftGso<D> {
-    /// The inner device's, plus checksum and segmentation offload.
+    /// The inner device's, plus segmentation offload.
     fn capabilities(&self) -> Capabilities {
         let mut caps = self.inner.capabilities();
-        caps.tx_checksum = true;
         caps.tso_max = GSO_MAX;
         caps
     }
@@ -368,7 +343,7 @@ mod tests {
             got.extend_from_slice(tcp.payload());
         }
         assert_eq!(got, payload);
-        assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, csum_completed: 0, dropped: 0 });
+        assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, dropped: 0 });
     }
 
     /// A TAP's coalesced receive with DATA_VALID: GSO_TCPV4 and CSUM_VERIFIED, csum_start and
@@ -403,7 +378,7 @@ mod tests {
             got.extend_from_slice(tcp.payload());
         }
         assert_eq!(got, payload);
-        assert_eq!(cutter.stats(), GsoStats { gso_frames: 1, segments: 3, csum_completed: 0, dropped: 0 });
+        assert_eq!(cutter.stats(), GsoStats { gso_frames: 1, segments: 3, dropped: 0 });
     }
 
     /// Pieces keep the frame's checksum status: verified when the frame's checksum was
