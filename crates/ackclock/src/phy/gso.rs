@@ -16,7 +16,7 @@
 use super::{Batch, Capabilities, Device, DeviceStats};
 use crate::buf::{Flags, PBuf, Pool, PoolConfig};
 use crate::time::Instant;
-use crate::wire::{checksum, ethernet, EtherType};
+use crate::wire::{checksum, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, TcpFlags, TcpPacket};
 use core::net::Ipv4Addr;
 
 /// Largest IP packet a frame to be cut may be.
@@ -97,7 +97,7 @@ impl Segmenter {
             bytes[..h.end].copy_from_slice(&data[..h.end]);
             let payload_sum = checksum::copy_and_sum(&mut bytes[h.end..], chunk);
             let last = k + 1 == count;
-            h.rewrite(bytes, (k * mss) as u32, k as u16, chunk.len(), last, k == 0, payload_sum);
+            h.rewrite(bytes, (k * mss) as u32, k as u16, last, k == 0, payload_sum);
             self.stats.segments += 1;
             push(piece);
         }
@@ -147,9 +147,8 @@ impl<D: Device> SoftGso<D> {
 /// Where the headers of an offload frame are.
 #[derive(Debug, Clone, Copy)]
 struct Headers {
-    /// IPv4 header start and length.
+    /// IPv4 header start.
     ip: usize,
-    ip_len: usize,
     /// TCP header start; `end` is where the payload starts.
     tcp: usize,
     end: usize,
@@ -158,70 +157,43 @@ struct Headers {
 }
 
 impl Headers {
-    /// An untagged Ethernet frame with IPv4 and TCP; if it is marked CSUM_PARTIAL, the TCP
-    /// header at `csum_start` and its checksum field at `csum_offset` 16, as the stack marks
-    /// them.
+    /// An Ethernet frame with IPv4 and TCP; if it is marked CSUM_PARTIAL, the TCP header at
+    /// `csum_start` and its checksum field at `csum_offset` 16, as the stack marks them.
     fn parse(frame: &PBuf) -> Option<Headers> {
-        let d = frame.data();
-        let ip = ethernet::HEADER_LEN;
-        if d.len() < ip + 20 || u16::from_be_bytes([d[12], d[13]]) != EtherType::IPV4.0 || d[ip] >> 4 != 4 {
-            return None;
-        }
-        let ip_len = (d[ip] & 0x0f) as usize * 4;
-        let tcp = ip + ip_len;
+        let eth = EthernetFrame::new_checked(frame.data()).ok()?;
+        let ip = Ipv4Packet::new_checked(eth.payload()).ok().filter(|_| eth.ethertype() == EtherType::IPV4)?;
+        let tcp = TcpPacket::new_checked(ip.payload()).ok().filter(|_| ip.protocol() == IpProtocol::TCP)?;
+        let at = eth.header_len() + ip.header_len();
         // Only a frame whose checksum is left to the device says where the TCP header is: a
         // received one marked CSUM_VERIFIED (a TAP's DATA_VALID) has csum_start 0.
         let m = &frame.meta;
-        let partial = m.flags.contains(Flags::CSUM_PARTIAL);
-        if partial && (m.csum_start as usize != tcp || m.csum_offset != 16) {
+        if m.flags.contains(Flags::CSUM_PARTIAL) && (m.csum_start as usize != at || m.csum_offset != 16) {
             return None;
         }
-        if ip_len < 20 || d[ip + 9] != 6 || d.len() < tcp + 20 {
-            return None;
-        }
-        let end = tcp + (d[tcp + 12] >> 4) as usize * 4;
-        if end < tcp + 20 || end > d.len() {
-            return None;
-        }
-        let addr = |at: usize| Ipv4Addr::new(d[at], d[at + 1], d[at + 2], d[at + 3]);
-        Some(Headers { ip, ip_len, tcp, end, src: addr(ip + 12), dst: addr(ip + 16) })
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+        Some(Headers { ip: eth.header_len(), tcp: at, end: at + tcp.header_len(), src, dst })
     }
 
-    /// Fix up the headers copied into `b` for the piece `seq_off` bytes into the payload,
-    /// `payload` bytes long, whose payload sums to `payload_sum`.
-    #[allow(clippy::too_many_arguments)]
-    fn rewrite(
-        &self,
-        b: &mut [u8],
-        seq_off: u32,
-        id_off: u16,
-        payload: usize,
-        last: bool,
-        first: bool,
-        payload_sum: u16,
-    ) {
-        let (ip, tcp) = (self.ip, self.tcp);
-        let tcp_len = self.end - tcp + payload;
-        let total = (self.ip_len + tcp_len) as u16;
-        b[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
-        let id = u16::from_be_bytes([b[ip + 4], b[ip + 5]]).wrapping_add(id_off);
-        b[ip + 4..ip + 6].copy_from_slice(&id.to_be_bytes());
-        b[ip + 10..ip + 12].fill(0);
-        let ip_sum = checksum::finish(checksum::sum(&b[ip..ip + self.ip_len]));
-        b[ip + 10..ip + 12].copy_from_slice(&ip_sum.to_be_bytes());
+    /// Fix up the headers copied into `b`, which ends where the piece's payload does, for
+    /// the piece `seq_off` bytes into the payload, whose payload sums to `payload_sum`.
+    fn rewrite(&self, b: &mut [u8], seq_off: u32, id_off: u16, last: bool, first: bool, payload_sum: u16) {
+        let total = (b.len() - self.ip) as u16;
+        let mut ip = Ipv4Packet::new_unchecked(&mut b[self.ip..]);
+        ip.set_total_len(total);
+        ip.set_ident(ip.ident().wrapping_add(id_off));
+        ip.fill_checksum();
 
-        let seq = u32::from_be_bytes([b[tcp + 4], b[tcp + 5], b[tcp + 6], b[tcp + 7]]).wrapping_add(seq_off);
-        b[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+        let mut tcp = TcpPacket::new_unchecked(&mut b[self.tcp..]);
+        tcp.set_seq_number(tcp.seq_number().wrapping_add(seq_off));
+        let mut flags = tcp.flags();
         if !last {
-            b[tcp + 13] &= !(0x01 | 0x08); // FIN, PSH
+            flags &= !(TcpFlags::FIN | TcpFlags::PSH);
         }
         if !first {
-            b[tcp + 13] &= !0x80; // CWR
+            flags &= !TcpFlags::CWR;
         }
-        b[tcp + 16..tcp + 18].fill(0);
-        let pseudo = checksum::pseudo_header(self.src, self.dst, 6, tcp_len as u16);
-        let s = checksum::add(checksum::add(pseudo, checksum::sum(&b[tcp..self.end])), payload_sum);
-        b[tcp + 16..tcp + 18].copy_from_slice(&checksum::finish(s).to_be_bytes());
+        tcp.set_flags(flags);
+        tcp.fill_checksum_with_payload_sum(self.src, self.dst, payload_sum);
     }
 }
 
@@ -277,7 +249,6 @@ impl<D: Device> Device for SoftGso<D> {
 mod tests {
     use super::*;
     use crate::phy::{pipe, PipeConfig};
-    use crate::wire::{EthernetFrame, Ipv4Packet, TcpPacket};
 
     /// A GSO frame as the stack builds it: Ethernet, IPv4 (id 7), TCP with timestamps
     /// (32 bytes), the checksum field holding the pseudo-header sum.
