@@ -6,8 +6,9 @@
 //! `gso_size` into ordinary segments, each with its own IPv4 length, identification and
 //! checksum, TCP sequence number and checksum, FIN and PSH only on the last piece and CWR only
 //! on the first (as Linux's `tcp_gso_segment`). Each piece costs one copy of its payload,
-//! summed during the copy. Frames marked [`Flags::CSUM_PARTIAL`] alone get their checksum
-//! completed. Other frames pass untouched.
+//! summed during the copy. Other frames pass untouched: the stack marks a frame
+//! [`Flags::CSUM_PARTIAL`] only together with `GSO_TCPV4`, so this completes no checksum of
+//! a frame it does not cut (and does not claim `tx_checksum`).
 //!
 //! It serves devices without offload (the pipe, the simulator) in tests of the stack's
 //! offload path, and is the reference for what the stack expects a device to do.
@@ -15,7 +16,7 @@
 use super::{Batch, Capabilities, Device, DeviceStats};
 use crate::buf::{Flags, PBuf, Pool, PoolConfig};
 use crate::time::Instant;
-use crate::wire::{checksum, ethernet, EtherType};
+use crate::wire::{checksum, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, TcpFlags, TcpPacket};
 use core::net::Ipv4Addr;
 
 /// Largest IP packet a frame to be cut may be.
@@ -28,8 +29,6 @@ pub struct GsoStats {
     pub gso_frames: u64,
     /// Segments those frames became.
     pub segments: u64,
-    /// Frames whose partial checksum was completed (without cutting).
-    pub csum_completed: u64,
     /// Frames dropped: malformed offload metadata, or the wrapper's pool was empty.
     pub dropped: u64,
 }
@@ -55,29 +54,22 @@ impl Segmenter {
         self.stats
     }
 
-    /// How many frames `frame` becomes.
+    /// How many frames `frame` becomes: [`piece_count`] of its payload, 1 if it is not a
+    /// GSO_TCPV4 frame that can be cut.
     pub fn pieces(frame: &PBuf) -> usize {
-        let gso = frame.meta.gso_size as usize;
-        match frame.meta.flags.contains(Flags::GSO_TCPV4) && gso > 0 {
-            true => frame.len() / gso + 1,
-            false => 1,
+        let mss = frame.meta.gso_size as usize;
+        match Headers::parse(frame) {
+            Some(h) if frame.meta.flags.contains(Flags::GSO_TCPV4) && mss > 0 => piece_count(frame.len() - h.end, mss),
+            _ => 1,
         }
     }
 
     /// Hand `push` what `frame` becomes on the wire: its segments if it is marked
-    /// GSO_TCPV4, a copy with the checksum completed if it is marked CSUM_PARTIAL, else the
-    /// frame itself. A malformed one is dropped and counted.
+    /// GSO_TCPV4, else the frame itself. A malformed one is dropped and counted.
     pub fn cut(&mut self, frame: PBuf, mut push: impl FnMut(PBuf)) {
-        let flags = frame.meta.flags;
-        let ok = if flags.contains(Flags::GSO_TCPV4) {
-            self.segment(&frame, &mut push)
-        } else if flags.contains(Flags::CSUM_PARTIAL) {
-            self.complete(&frame, &mut push)
-        } else {
+        if !frame.meta.flags.contains(Flags::GSO_TCPV4) {
             push(frame);
-            return;
-        };
-        if ok.is_none() {
+        } else if self.segment(&frame, &mut push).is_none() {
             self.stats.dropped += 1;
         }
     }
@@ -91,38 +83,35 @@ impl Segmenter {
             return None;
         }
         let payload = &data[h.end..];
-        let count = payload.len().div_ceil(mss).max(1);
+        let count = piece_count(payload.len(), mss);
+        // Each piece gets a correct checksum below; when the frame's was vouched for (left to
+        // the device on transmit, verified by a TAP on receive), the receiving stack need not
+        // sum the piece again. On transmit the flag is harmless: the sum is in the header.
+        let vouched = frame.meta.flags.contains(Flags::CSUM_PARTIAL) || frame.meta.flags.contains(Flags::CSUM_VERIFIED);
+        let verified = if vouched { Flags::CSUM_VERIFIED } else { Flags::empty() };
         self.stats.gso_frames += 1;
         for (k, chunk) in payload.chunks(mss).chain(payload.is_empty().then_some(&[][..])).enumerate() {
             let mut piece = self.pool.alloc().ok()?;
+            piece.meta.flags = verified;
             let bytes = piece.append(h.end + chunk.len()).ok()?;
             bytes[..h.end].copy_from_slice(&data[..h.end]);
             let payload_sum = checksum::copy_and_sum(&mut bytes[h.end..], chunk);
             let last = k + 1 == count;
-            h.rewrite(bytes, (k * mss) as u32, k as u16, chunk.len(), last, k == 0, payload_sum);
+            h.rewrite(bytes, (k * mss) as u32, k as u16, last, k == 0, payload_sum);
             self.stats.segments += 1;
             push(piece);
         }
         Some(())
     }
-
-    /// Complete the checksum of a frame that is not to be cut.
-    fn complete(&mut self, frame: &PBuf, push: &mut impl FnMut(PBuf)) -> Option<()> {
-        let h = Headers::parse(frame)?;
-        let data = frame.data();
-        let mut copy = self.pool.alloc().ok()?;
-        let bytes = copy.append(data.len()).ok()?;
-        bytes[..h.end].copy_from_slice(&data[..h.end]);
-        let payload_sum = checksum::copy_and_sum(&mut bytes[h.end..], &data[h.end..]);
-        let payload = data.len() - h.end;
-        h.rewrite(bytes, 0, 0, payload, true, true, payload_sum);
-        self.stats.csum_completed += 1;
-        push(copy);
-        Some(())
-    }
 }
 
-/// A device wrapper that segments and checksums in software; see the [module docs](self).
+/// How many pieces `payload` bytes after the headers become when cut at `mss` (nonzero):
+/// a frame without payload is still one.
+fn piece_count(payload: usize, mss: usize) -> usize {
+    payload.div_ceil(mss).max(1)
+}
+
+/// A device wrapper that segments in software; see the [module docs](self).
 #[derive(Debug)]
 pub struct SoftGso<D> {
     inner: D,
@@ -158,9 +147,8 @@ impl<D: Device> SoftGso<D> {
 /// Where the headers of an offload frame are.
 #[derive(Debug, Clone, Copy)]
 struct Headers {
-    /// IPv4 header start and length.
+    /// IPv4 header start.
     ip: usize,
-    ip_len: usize,
     /// TCP header start; `end` is where the payload starts.
     tcp: usize,
     end: usize,
@@ -169,71 +157,50 @@ struct Headers {
 }
 
 impl Headers {
-    /// An untagged Ethernet frame with IPv4 and TCP, the TCP header at `csum_start` and its
-    /// checksum field at `csum_offset` 16, as the stack marks them.
+    /// An Ethernet frame with IPv4 and TCP; if it is marked CSUM_PARTIAL, the TCP header at
+    /// `csum_start` and its checksum field at `csum_offset` 16, as the stack marks them.
     fn parse(frame: &PBuf) -> Option<Headers> {
-        let d = frame.data();
-        let ip = ethernet::HEADER_LEN;
-        if d.len() < ip + 20 || u16::from_be_bytes([d[12], d[13]]) != EtherType::IPV4.0 || d[ip] >> 4 != 4 {
-            return None;
-        }
-        let ip_len = (d[ip] & 0x0f) as usize * 4;
-        let tcp = ip + ip_len;
+        let eth = EthernetFrame::new_checked(frame.data()).ok()?;
+        let ip = Ipv4Packet::new_checked(eth.payload()).ok().filter(|_| eth.ethertype() == EtherType::IPV4)?;
+        let tcp = TcpPacket::new_checked(ip.payload()).ok().filter(|_| ip.protocol() == IpProtocol::TCP)?;
+        let at = eth.header_len() + ip.header_len();
+        // Only a frame whose checksum is left to the device says where the TCP header is: a
+        // received one marked CSUM_VERIFIED (a TAP's DATA_VALID) has csum_start 0.
         let m = &frame.meta;
-        if ip_len < 20 || d[ip + 9] != 6 || m.csum_start as usize != tcp || m.csum_offset != 16 || d.len() < tcp + 20 {
+        if m.flags.contains(Flags::CSUM_PARTIAL) && (m.csum_start as usize != at || m.csum_offset != 16) {
             return None;
         }
-        let end = tcp + (d[tcp + 12] >> 4) as usize * 4;
-        if end < tcp + 20 || end > d.len() {
-            return None;
-        }
-        let addr = |at: usize| Ipv4Addr::new(d[at], d[at + 1], d[at + 2], d[at + 3]);
-        Some(Headers { ip, ip_len, tcp, end, src: addr(ip + 12), dst: addr(ip + 16) })
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+        Some(Headers { ip: eth.header_len(), tcp: at, end: at + tcp.header_len(), src, dst })
     }
 
-    /// Fix up the headers copied into `b` for the piece `seq_off` bytes into the payload,
-    /// `payload` bytes long, whose payload sums to `payload_sum`.
-    #[allow(clippy::too_many_arguments)]
-    fn rewrite(
-        &self,
-        b: &mut [u8],
-        seq_off: u32,
-        id_off: u16,
-        payload: usize,
-        last: bool,
-        first: bool,
-        payload_sum: u16,
-    ) {
-        let (ip, tcp) = (self.ip, self.tcp);
-        let tcp_len = self.end - tcp + payload;
-        let total = (self.ip_len + tcp_len) as u16;
-        b[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
-        let id = u16::from_be_bytes([b[ip + 4], b[ip + 5]]).wrapping_add(id_off);
-        b[ip + 4..ip + 6].copy_from_slice(&id.to_be_bytes());
-        b[ip + 10..ip + 12].fill(0);
-        let ip_sum = checksum::finish(checksum::sum(&b[ip..ip + self.ip_len]));
-        b[ip + 10..ip + 12].copy_from_slice(&ip_sum.to_be_bytes());
+    /// Fix up the headers copied into `b`, which ends where the piece's payload does, for
+    /// the piece `seq_off` bytes into the payload, whose payload sums to `payload_sum`.
+    fn rewrite(&self, b: &mut [u8], seq_off: u32, id_off: u16, last: bool, first: bool, payload_sum: u16) {
+        let total = (b.len() - self.ip) as u16;
+        let mut ip = Ipv4Packet::new_unchecked(&mut b[self.ip..]);
+        ip.set_total_len(total);
+        ip.set_ident(ip.ident().wrapping_add(id_off));
+        ip.fill_checksum();
 
-        let seq = u32::from_be_bytes([b[tcp + 4], b[tcp + 5], b[tcp + 6], b[tcp + 7]]).wrapping_add(seq_off);
-        b[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+        let mut tcp = TcpPacket::new_unchecked(&mut b[self.tcp..]);
+        tcp.set_seq_number(tcp.seq_number().wrapping_add(seq_off));
+        let mut flags = tcp.flags();
         if !last {
-            b[tcp + 13] &= !(0x01 | 0x08); // FIN, PSH
+            flags &= !(TcpFlags::FIN | TcpFlags::PSH);
         }
         if !first {
-            b[tcp + 13] &= !0x80; // CWR
+            flags &= !TcpFlags::CWR;
         }
-        b[tcp + 16..tcp + 18].fill(0);
-        let pseudo = checksum::pseudo_header(self.src, self.dst, 6, tcp_len as u16);
-        let s = checksum::add(checksum::add(pseudo, checksum::sum(&b[tcp..self.end])), payload_sum);
-        b[tcp + 16..tcp + 18].copy_from_slice(&checksum::finish(s).to_be_bytes());
+        tcp.set_flags(flags);
+        tcp.fill_checksum_with_payload_sum(self.src, self.dst, payload_sum);
     }
 }
 
 impl<D: Device> Device for SoftGso<D> {
-    /// The inner device's, plus checksum and segmentation offload.
+    /// The inner device's, plus segmentation offload.
     fn capabilities(&self) -> Capabilities {
         let mut caps = self.inner.capabilities();
-        caps.tx_checksum = true;
         caps.tso_max = GSO_MAX;
         caps
     }
@@ -282,7 +249,6 @@ impl<D: Device> Device for SoftGso<D> {
 mod tests {
     use super::*;
     use crate::phy::{pipe, PipeConfig};
-    use crate::wire::{EthernetFrame, Ipv4Packet, TcpPacket};
 
     /// A GSO frame as the stack builds it: Ethernet, IPv4 (id 7), TCP with timestamps
     /// (32 bytes), the checksum field holding the pseudo-header sum.
@@ -348,7 +314,85 @@ mod tests {
             got.extend_from_slice(tcp.payload());
         }
         assert_eq!(got, payload);
-        assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, csum_completed: 0, dropped: 0 });
+        assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, dropped: 0 });
+    }
+
+    /// A TAP's coalesced receive with DATA_VALID: GSO_TCPV4 and CSUM_VERIFIED, csum_start and
+    /// csum_offset 0, the checksum field as the sender's last segment left it.
+    fn received_gso_frame(pool: &Pool, payload: &[u8], mss: u16) -> PBuf {
+        let mut f = gso_frame(pool, payload, mss, 0x10);
+        f.meta.flags = Flags::GSO_TCPV4 | Flags::CSUM_VERIFIED;
+        f.meta.csum_start = 0;
+        f.meta.csum_offset = 0;
+        f.data_mut().unwrap()[34 + 16..34 + 18].copy_from_slice(&[0xab, 0xcd]);
+        f
+    }
+
+    #[test]
+    fn received_gso_frame_with_verified_checksum_is_cut() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let payload: Vec<u8> = (0..4000u32).map(|i| (i * 13 % 251) as u8).collect();
+        let mut cutter = Segmenter::new(1514, 8);
+        let mut pieces = Vec::new();
+        cutter.cut(received_gso_frame(&pool, &payload, 1448), |p| pieces.push(p));
+        assert_eq!(pieces.len(), 3);
+        let mut got = Vec::new();
+        for (k, f) in pieces.iter().enumerate() {
+            let eth = EthernetFrame::new_checked(f.data()).unwrap();
+            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+            assert!(ip.verify_checksum(), "piece {k}: IPv4 checksum");
+            assert_eq!(ip.ident(), 7 + k as u16);
+            let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(tcp.verify_checksum(ip.src_addr(), ip.dst_addr()), "piece {k}: TCP checksum");
+            assert_eq!(tcp.seq_number(), 0xffff_f000u32.wrapping_add(1448 * k as u32));
+            assert_eq!(tcp.payload().len(), [1448, 1448, 1104][k]);
+            got.extend_from_slice(tcp.payload());
+        }
+        assert_eq!(got, payload);
+        assert_eq!(cutter.stats(), GsoStats { gso_frames: 1, segments: 3, dropped: 0 });
+    }
+
+    /// Pieces keep the frame's checksum status: verified when the frame's checksum was
+    /// verified (receive) or left to the device (transmit), not when nobody vouched for it.
+    #[test]
+    fn pieces_are_checksum_verified_when_the_frame_was() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let mut cutter = Segmenter::new(1514, 8);
+        let unvouched = {
+            let mut f = received_gso_frame(&pool, &[5; 3000], 1448);
+            f.meta.flags.remove(Flags::CSUM_VERIFIED);
+            f
+        };
+        let frames = [
+            (received_gso_frame(&pool, &[5; 3000], 1448), true),
+            (gso_frame(&pool, &[5; 3000], 1448, 0x10), true),
+            (unvouched, false),
+        ];
+        for (i, (frame, want)) in frames.into_iter().enumerate() {
+            let mut pieces = Vec::new();
+            cutter.cut(frame, |p| pieces.push(p));
+            assert_eq!(pieces.len(), 3, "frame {i}");
+            for (k, p) in pieces.iter().enumerate() {
+                assert_eq!(p.meta.flags.contains(Flags::CSUM_VERIFIED), want, "frame {i} piece {k}");
+                assert!(!p.meta.flags.contains(Flags::CSUM_PARTIAL), "frame {i} piece {k}: sum is complete");
+                assert!(!p.meta.flags.contains(Flags::GSO_TCPV4), "frame {i} piece {k}: already cut");
+            }
+        }
+    }
+
+    #[test]
+    fn piece_count_is_the_number_of_pieces_cut() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let mut cutter = Segmenter::new(1514, 8);
+        // No payload, one byte, one MSS, two exact MSS, a remainder, four MSS and a byte.
+        for (len, want) in [(0, 1), (1, 1), (1448, 1), (2896, 2), (3000, 3), (5793, 5)] {
+            let frame = gso_frame(&pool, &vec![3; len], 1448, 0x10);
+            let count = Segmenter::pieces(&frame);
+            let mut pieces = Vec::new();
+            cutter.cut(frame, |p| pieces.push(p));
+            assert_eq!(pieces.len(), want, "payload {len}");
+            assert_eq!(count, pieces.len(), "payload {len}");
+        }
     }
 
     #[test]
