@@ -309,11 +309,24 @@ impl Device for LinkDev {
     }
 }
 
+/// The clock a stack runs on: its epoch is one second before `start`, so no timestamp is
+/// zero. `Copy`, so it can be read while the link's device is borrowed.
+#[derive(Clone, Copy)]
+struct Clock {
+    start: std::time::Instant,
+}
+
+impl Clock {
+    fn now(self) -> Instant {
+        Instant::from_secs(1) + self.start.elapsed()
+    }
+}
+
 /// An open TAP, set up as [`LinkArgs`] asks, with the clock the stack runs on.
 pub(crate) struct Link {
     pub dev: LinkDev,
     pub name: String,
-    clock_start: std::time::Instant,
+    clock: Clock,
     impair: bool,
     gateway: Option<Ipv4Addr>,
 }
@@ -348,7 +361,7 @@ impl Link {
         Ok(Link {
             dev,
             name,
-            clock_start: std::time::Instant::now(),
+            clock: Clock { start: std::time::Instant::now() },
             impair: args.impair.is_some(),
             gateway: args.gateway,
         })
@@ -357,7 +370,14 @@ impl Link {
     /// The stack's clock: its epoch is one second before the link opened, so no timestamp
     /// is zero.
     pub fn now(&self) -> Instant {
-        Instant::from_secs(1) + self.clock_start.elapsed()
+        self.clock.now()
+    }
+
+    /// Let the last frames out at exit (the resets of open connections), including those an
+    /// impairment still holds back for its delay; at most a second.
+    pub fn flush_at_exit(&mut self, stack: &mut Stack) {
+        let clock = self.clock;
+        flush_at_exit(stack, &mut self.dev, move || clock.now());
     }
 
     /// A stack on this link; with `any_destination`, one that takes connections to any
@@ -998,8 +1018,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     for l in listeners {
         let _ = stack.tcp_unlisten(l);
     }
-    let start = link.clock_start;
-    flush_at_exit(&mut stack, &mut link.dev, || Instant::from_secs(1) + start.elapsed());
+    link.flush_at_exit(&mut stack);
     records.sort_by_key(|r| r.id);
     for r in &records {
         eprintln!(
