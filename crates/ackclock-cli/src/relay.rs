@@ -22,7 +22,7 @@
 //! both ways, and byte counts, per connection and in total, are printed (`--json`: one JSON
 //! object as the last line of stdout).
 //!
-//! This module also holds what `fetch` and `serve --impair` share: the TAP link with its
+//! This module also holds what `fetch` and `serve` share with it: the TAP link with its
 //! impairment and capture wrappers ([`LinkArgs`], [`Link`]) and the `--impair` syntax
 //! ([`ImpairSpec`]).
 
@@ -47,7 +47,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 // ---------------------------------------------------------------------------------------
-// What relay and fetch share: addresses, signals, the TAP link.
+// What relay, fetch and serve share: addresses, signals, the TAP link.
 
 /// An IPv4 address with a prefix length.
 #[derive(Clone, Copy, Debug)]
@@ -200,7 +200,7 @@ pub(crate) fn impaired(tap: Tap, spec: Option<&ImpairSpec>, rx_buffers: usize) -
 
 /// Let the last frames out at exit (the resets of open connections), including those an
 /// impairment still holds back for its delay; at most a second.
-pub(crate) fn flush_at_exit(stack: &mut Stack, dev: &mut impl Device, now: impl Fn() -> Instant) {
+fn flush_at_exit(stack: &mut Stack, dev: &mut impl Device, now: impl Fn() -> Instant) {
     let end = now() + Duration::from_secs(1);
     loop {
         stack.transmit(now(), dev);
@@ -222,7 +222,7 @@ pub(crate) fn impair_report(tx: ImpairStats, rx: ImpairStats) -> String {
     format!("impairment: tx {}; rx {}", one(tx), one(rx))
 }
 
-/// The TAP options relay and fetch share.
+/// The TAP options relay, fetch and serve share.
 #[derive(Args)]
 pub(crate) struct LinkArgs {
     /// TAP interface to open, created if it does not exist.
@@ -395,6 +395,11 @@ impl Link {
         self.dev.impaired().inner()
     }
 
+    /// Counters of the impairment (tx, rx); all pass-through without --impair.
+    pub fn impair_stats(&self) -> (ImpairStats, ImpairStats) {
+        self.dev.impaired().impair_stats()
+    }
+
     pub fn mode(&self) -> &'static str {
         match self.tap().config().mode {
             TapMode::Plain => "plain",
@@ -435,7 +440,7 @@ impl Link {
             d.tx_dropped + d.rx_dropped
         );
         if self.impair {
-            let (tx, rx) = self.dev.impaired().impair_stats();
+            let (tx, rx) = self.impair_stats();
             s += "; ";
             s += &impair_report(tx, rx);
         }
@@ -1055,6 +1060,14 @@ fn relay(args: RelayArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cidr_parses() {
+        let c: Cidr = "10.1.2.3/24".parse().unwrap();
+        assert_eq!((c.addr, c.prefix), (Ipv4Addr::new(10, 1, 2, 3), 24));
+        assert!("10.1.2.3".parse::<Cidr>().is_err());
+        assert!("10.1.2.3/33".parse::<Cidr>().is_err());
+    }
 
     #[test]
     fn impair_specs_parse() {
