@@ -22,7 +22,7 @@
 //! both ways, and byte counts, per connection and in total, are printed (`--json`: one JSON
 //! object as the last line of stdout).
 //!
-//! This module also holds what `fetch` and `serve --impair` share: the TAP link with its
+//! This module also holds what `fetch` and `serve` share with it: the TAP link with its
 //! impairment and capture wrappers ([`LinkArgs`], [`Link`]) and the `--impair` syntax
 //! ([`ImpairSpec`]).
 
@@ -47,7 +47,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 // ---------------------------------------------------------------------------------------
-// What relay and fetch share: addresses, signals, the TAP link.
+// What relay, fetch and serve share: addresses, signals, the TAP link.
 
 /// An IPv4 address with a prefix length.
 #[derive(Clone, Copy, Debug)]
@@ -200,7 +200,7 @@ pub(crate) fn impaired(tap: Tap, spec: Option<&ImpairSpec>, rx_buffers: usize) -
 
 /// Let the last frames out at exit (the resets of open connections), including those an
 /// impairment still holds back for its delay; at most a second.
-pub(crate) fn flush_at_exit(stack: &mut Stack, dev: &mut impl Device, now: impl Fn() -> Instant) {
+fn flush_at_exit(stack: &mut Stack, dev: &mut impl Device, now: impl Fn() -> Instant) {
     let end = now() + Duration::from_secs(1);
     loop {
         stack.transmit(now(), dev);
@@ -222,7 +222,7 @@ pub(crate) fn impair_report(tx: ImpairStats, rx: ImpairStats) -> String {
     format!("impairment: tx {}; rx {}", one(tx), one(rx))
 }
 
-/// The TAP options relay and fetch share.
+/// The TAP options relay, fetch and serve share.
 #[derive(Args)]
 pub(crate) struct LinkArgs {
     /// TAP interface to open, created if it does not exist.
@@ -309,11 +309,24 @@ impl Device for LinkDev {
     }
 }
 
+/// The clock a stack runs on: its epoch is one second before `start`, so no timestamp is
+/// zero. `Copy`, so it can be read while the link's device is borrowed.
+#[derive(Clone, Copy)]
+struct Clock {
+    start: std::time::Instant,
+}
+
+impl Clock {
+    fn now(self) -> Instant {
+        Instant::from_secs(1) + self.start.elapsed()
+    }
+}
+
 /// An open TAP, set up as [`LinkArgs`] asks, with the clock the stack runs on.
 pub(crate) struct Link {
     pub dev: LinkDev,
     pub name: String,
-    clock_start: std::time::Instant,
+    clock: Clock,
     impair: bool,
     gateway: Option<Ipv4Addr>,
 }
@@ -348,7 +361,7 @@ impl Link {
         Ok(Link {
             dev,
             name,
-            clock_start: std::time::Instant::now(),
+            clock: Clock { start: std::time::Instant::now() },
             impair: args.impair.is_some(),
             gateway: args.gateway,
         })
@@ -357,7 +370,14 @@ impl Link {
     /// The stack's clock: its epoch is one second before the link opened, so no timestamp
     /// is zero.
     pub fn now(&self) -> Instant {
-        Instant::from_secs(1) + self.clock_start.elapsed()
+        self.clock.now()
+    }
+
+    /// Let the last frames out at exit (the resets of open connections), including those an
+    /// impairment still holds back for its delay; at most a second.
+    pub fn flush_at_exit(&mut self, stack: &mut Stack) {
+        let clock = self.clock;
+        flush_at_exit(stack, &mut self.dev, move || clock.now());
     }
 
     /// A stack on this link; with `any_destination`, one that takes connections to any
@@ -373,6 +393,11 @@ impl Link {
 
     pub fn tap(&self) -> &Tap {
         self.dev.impaired().inner()
+    }
+
+    /// Counters of the impairment (tx, rx); all pass-through without --impair.
+    pub fn impair_stats(&self) -> (ImpairStats, ImpairStats) {
+        self.dev.impaired().impair_stats()
     }
 
     pub fn mode(&self) -> &'static str {
@@ -415,7 +440,7 @@ impl Link {
             d.tx_dropped + d.rx_dropped
         );
         if self.impair {
-            let (tx, rx) = self.dev.impaired().impair_stats();
+            let (tx, rx) = self.impair_stats();
             s += "; ";
             s += &impair_report(tx, rx);
         }
@@ -998,8 +1023,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     for l in listeners {
         let _ = stack.tcp_unlisten(l);
     }
-    let start = link.clock_start;
-    flush_at_exit(&mut stack, &mut link.dev, || Instant::from_secs(1) + start.elapsed());
+    link.flush_at_exit(&mut stack);
     records.sort_by_key(|r| r.id);
     for r in &records {
         eprintln!(
@@ -1036,6 +1060,14 @@ fn relay(args: RelayArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cidr_parses() {
+        let c: Cidr = "10.1.2.3/24".parse().unwrap();
+        assert_eq!((c.addr, c.prefix), (Ipv4Addr::new(10, 1, 2, 3), 24));
+        assert!("10.1.2.3".parse::<Cidr>().is_err());
+        assert!("10.1.2.3/33".parse::<Cidr>().is_err());
+    }
 
     #[test]
     fn impair_specs_parse() {

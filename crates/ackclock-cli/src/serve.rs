@@ -18,78 +18,24 @@
 //! stderr); with `--json`, both are one JSON object per line on stdout instead, with
 //! `"event": "ready"` and `"event": "exit"`.
 
-use ackclock::buf::Pool;
-use ackclock::iface::InterfaceConfig;
-use ackclock::phy::{Device, Tap, TapConfig, TapMode};
-use ackclock::time::{Duration, Instant};
-use ackclock::{Error, ListenerHandle, Stack, StackConfig, TcpHandle};
+use crate::relay::{impair_report, install_signals, stopping, Link, LinkArgs};
+use ackclock::phy::Device;
+use ackclock::{Error, ListenerHandle, Stack, TcpHandle};
 use clap::Args;
 use core::net::Ipv4Addr;
 use std::io::Write;
-use std::process::{Command, ExitCode};
-use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::ExitCode;
 
 /// Serve discard (9), echo (7), chargen (19) and HTTP (80, `GET /bytes/N`) on a TAP device.
 #[derive(Args)]
 pub struct ServeArgs {
-    /// TAP interface to open, created if it does not exist.
-    #[arg(long)]
-    tap: String,
-    /// The stack's address and prefix length, e.g. 10.0.0.2/24.
-    #[arg(long)]
-    addr: Cidr,
-    /// Give the kernel side of the TAP this address (e.g. 10.0.0.1/24) and bring it up.
-    #[arg(long)]
-    host_addr: Option<Cidr>,
-    /// Move the TAP into this network namespace first (its kernel side then lives there).
-    #[arg(long)]
-    netns: Option<String>,
-    /// Plain TAP: no virtio-net header, no checksum or segmentation offload.
-    #[arg(long)]
-    plain: bool,
-    /// Impair the TAP both ways (`phy::Impaired`): e.g. loss=2%,delay=20ms,reorder=5%:10ms.
-    #[arg(long, value_name = "SPEC")]
-    impair: Option<crate::relay::ImpairSpec>,
+    #[command(flatten)]
+    link: LinkArgs,
     /// Print the start-up line and the exit summary as JSON objects on stdout, one a line.
     #[arg(long)]
     json: bool,
-    /// The stack's default gateway: the next hop for addresses outside --addr's prefix.
-    #[arg(long, value_name = "ADDR")]
-    gateway: Option<Ipv4Addr>,
 }
 
-/// An IPv4 address with a prefix length.
-#[derive(Clone, Copy, Debug)]
-struct Cidr {
-    addr: Ipv4Addr,
-    prefix: u8,
-}
-
-impl FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Cidr, String> {
-        let (a, p) = s.split_once('/').ok_or_else(|| format!("{s}: expected ADDRESS/PREFIX"))?;
-        let addr = a.parse().map_err(|e| format!("{a}: {e}"))?;
-        let prefix = p.parse().ok().filter(|&p: &u8| p <= 32).ok_or_else(|| format!("{p}: bad prefix length"))?;
-        Ok(Cidr { addr, prefix })
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-/// Longest sleep, so a signal that lands just before `ppoll` is seen soon anyway.
-const MAX_WAIT: Duration = Duration::from_millis(200);
 const ECHO_BUFFER: usize = 64 * 1024;
 const HTTP_HEAD_LIMIT: usize = 8 * 1024;
 /// Largest single `tcp_send` of generated data.
@@ -110,50 +56,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
-fn ip(netns: Option<&str>, args: &[&str]) -> Result<(), String> {
-    let mut cmd = Command::new("ip");
-    if let Some(ns) = netns {
-        cmd.args(["-n", ns]);
-    }
-    let out = cmd.args(args).output().map_err(|e| format!("ip: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(())
-}
-
 fn serve(args: ServeArgs) -> Result<(), String> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
-        }
-    }
-    let mode = if args.plain { TapMode::Plain } else { TapMode::Offload };
-    let tap_config = TapConfig { mode, mtu: 1500 };
-    // Offload mode: 64 KiB buffers, touched only when used.
-    let rx_buffers = if args.plain { 4096 } else { 1024 };
-    let rx_pool = Pool::new(Tap::pool_config(&tap_config, rx_buffers)).map_err(|e| format!("receive pool: {e}"))?;
-    let tap = Tap::open(&args.tap, tap_config, rx_pool).map_err(|e| format!("TAP {}: {e}", args.tap))?;
-    let name = tap.name().to_string();
-    let netns = args.netns.as_deref();
-    if let Some(ns) = netns {
-        ip(None, &["link", "set", &name, "netns", ns])?;
-    }
-    if let Some(host) = args.host_addr {
-        ip(netns, &["addr", "replace", &host.to_string(), "dev", &name])?;
-        ip(netns, &["link", "set", &name, "up"])?;
-    }
-    // Without --impair a clean pass-through; the loop wakes for its held frames too.
-    let mut tap = crate::relay::impaired(tap, args.impair.as_ref(), rx_buffers);
-
-    let clock_start = std::time::Instant::now();
-    // The stack's epoch is one second before start, so no timestamp is zero.
-    let clock = || Instant::from_secs(1) + clock_start.elapsed();
-    let mut config = StackConfig::new(InterfaceConfig::new(args.addr.addr, args.addr.prefix));
-    config.iface.gateway = args.gateway;
-    config.pool = crate::relay::stack_pool(&tap.capabilities());
-    let mut stack = Stack::new(config, tap.capabilities(), clock()).map_err(|e| format!("stack: {e}"))?;
+    install_signals();
+    // Without --impair the link is a clean pass-through; the loop wakes for its held frames too.
+    let mut link = Link::open(&args.link)?;
+    let mut stack = link.stack(args.link.addr, false)?;
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =
         [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)]
@@ -162,19 +69,19 @@ fn serve(args: ServeArgs) -> Result<(), String> {
                 stack.tcp_listen(any, port, 128).map(|l| (l, svc)).map_err(|e| format!("listen {port}: {e}"))
             })
             .collect::<Result<_, _>>()?;
-    let tap_mode = if args.plain { "plain" } else { "offload" };
+    let (name, tap_mode, netns) = (&link.name, link.mode(), args.link.netns.as_deref());
     if args.json {
         let ready = serde_json::json!({
-            "event": "ready", "tap": name, "mode": tap_mode, "addr": args.addr.to_string(),
-            "host_addr": args.host_addr.map(|h| h.to_string()), "netns": netns,
+            "event": "ready", "tap": name, "mode": tap_mode, "addr": args.link.addr.to_string(),
+            "host_addr": args.link.host_addr.map(|h| h.to_string()), "netns": netns,
             "services": { "discard": 9, "echo": 7, "chargen": 19, "http": 80 },
         });
         println!("{ready}");
     } else {
         println!(
             "ackclock serve: tap {name} ({tap_mode}), stack {}{}{}; discard:9 echo:7 chargen:19 http:80; ready",
-            args.addr,
-            args.host_addr.map_or(String::new(), |h| format!(", host {h}")),
+            args.link.addr,
+            args.link.host_addr.map_or(String::new(), |h| format!(", host {h}")),
             netns.map_or(String::new(), |n| format!(", netns {n}")),
         );
     }
@@ -187,9 +94,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let gen = Generated { pattern: &pattern, chargen: &chargen };
     let mut accepted = 0u64;
     let mut result = Ok(());
-    while !STOP.load(Ordering::Relaxed) {
-        let now = clock();
-        stack.receive(now, &mut tap);
+    while !stopping() {
+        let now = link.now();
+        stack.receive(now, &mut link.dev);
         for &(l, svc) in &listeners {
             while let Ok(h) = stack.tcp_accept(l) {
                 accepted += 1;
@@ -203,13 +110,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
                 false
             }
         });
-        stack.transmit(now, &mut tap);
-        if let Some(e) = tap.inner_mut().take_error() {
-            eprintln!("ackclock serve: {name}: {e}");
-        }
-        let next = [stack.poll_at(), tap.poll_at()].into_iter().flatten().min();
-        let timeout = next.map_or(MAX_WAIT, |t| t.saturating_duration_since(clock()).min(MAX_WAIT));
-        if let Err(e) = tap.inner().wait(Some(timeout)) {
+        stack.transmit(now, &mut link.dev);
+        link.report_errors("ackclock serve");
+        if let Err(e) = link.tap().wait(Some(link.timeout(&stack))) {
             result = Err(e.to_string());
             break;
         }
@@ -223,11 +126,11 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     for (l, _) in listeners {
         let _ = stack.tcp_unlisten(l);
     }
-    crate::relay::flush_at_exit(&mut stack, &mut tap, clock);
-    let (d, c) = (tap.stats(), *tap.inner().counters());
+    link.flush_at_exit(&mut stack);
+    let (d, c) = (link.dev.stats(), *link.tap().counters());
+    let impair_stats = args.link.impair.is_some().then(|| link.impair_stats());
     if args.json {
-        let impairment = args.impair.is_some().then(|| {
-            let (tx, rx) = tap.impair_stats();
+        let impairment = impair_stats.map(|(tx, rx)| {
             let one = |s: ackclock::phy::ImpairStats| {
                 serde_json::json!({
                     "passed": s.passed, "lost": s.lost, "reordered": s.reordered,
@@ -247,17 +150,18 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             "error": result.as_ref().err(),
         });
         println!("{exit}");
-        return result;
+    } else {
+        if let Some((tx, rx)) = impair_stats {
+            eprintln!("ackclock serve: {}", impair_report(tx, rx));
+        }
+        eprintln!(
+            "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes ({} TSO), {} dropped",
+            d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_csum_partial, d.tx_frames, d.tx_bytes, c.tx_gso, d.tx_dropped + d.rx_dropped
+        );
     }
-    if args.impair.is_some() {
-        let (tx, rx) = tap.impair_stats();
-        eprintln!("ackclock serve: {}", crate::relay::impair_report(tx, rx));
-    }
-    eprintln!(
-        "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes ({} TSO), {} dropped",
-        d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_csum_partial, d.tx_frames, d.tx_bytes, c.tx_gso, d.tx_dropped + d.rx_dropped
-    );
-    result
+    // The pcap (--pcap), if any, is complete only once flushed.
+    let flushed = link.finish();
+    result.and(flushed)
 }
 
 /// RFC 864 chargen lines, repeated to `len` bytes.
@@ -610,13 +514,5 @@ mod tests {
         assert_eq!(c[74], b'!');
         let whole = chargen_pattern(CHARGEN_PERIOD + 74);
         assert_eq!(whole[..74], whole[CHARGEN_PERIOD..], "repeats after 95 lines");
-    }
-
-    #[test]
-    fn cidr_parses() {
-        let c: Cidr = "10.1.2.3/24".parse().unwrap();
-        assert_eq!((c.addr, c.prefix), (Ipv4Addr::new(10, 1, 2, 3), 24));
-        assert!("10.1.2.3".parse::<Cidr>().is_err());
-        assert!("10.1.2.3/33".parse::<Cidr>().is_err());
     }
 }
