@@ -193,6 +193,22 @@ impl Interface {
         }
     }
 
+    /// Whether TCP segments to `dst`, not our address, are ours: with `any_destination`
+    /// (a transparent proxy), to any unicast address.
+    #[inline]
+    fn takes_tcp_for(&self, dst: Ipv4Addr) -> bool {
+        self.config.any_destination && !dst.is_broadcast() && !dst.is_multicast() && !dst.is_unspecified()
+    }
+
+    /// What the device vouched for: (the IPv4 header and the transport checksum are
+    /// verified, the transport checksum is good).
+    #[inline(always)]
+    fn checksum_state(&self, frame: &PBuf) -> (bool, bool) {
+        let flags = frame.meta.flags;
+        let verified = self.caps.rx_checksum || flags.contains(Flags::CSUM_VERIFIED);
+        (verified, verified || flags.contains(Flags::CSUM_PARTIAL))
+    }
+
     /// The common frame in one pass over its first 34 bytes: untagged IPv4 with a 20-byte
     /// header, to our MAC and our address (or, with `any_destination`, any unicast one),
     /// TCP with at least a 20-byte header, not a fragment, total length within the frame,
@@ -221,19 +237,13 @@ impl Interface {
             return None;
         }
         let dst = ne32(30);
-        if dst != self.addr_word {
-            // The full checks' rule for a transparent proxy: unicast only.
-            let d = Ipv4Addr::from(dst.to_ne_bytes());
-            if !self.config.any_destination || d.is_broadcast() || d.is_multicast() || d.is_unspecified() {
-                return None;
-            }
+        if dst != self.addr_word && !self.takes_tcp_for(Ipv4Addr::from(dst.to_ne_bytes())) {
+            return None;
         }
-        let flags = frame.meta.flags;
-        let verified = self.caps.rx_checksum || flags.contains(Flags::CSUM_VERIFIED);
+        let (verified, checksum_ok) = self.checksum_state(frame);
         if !verified && !ipv4_header_ok(h) {
             return None;
         }
-        let checksum_ok = verified || flags.contains(Flags::CSUM_PARTIAL);
         // The IPv4 header's last eight bytes: source and destination address.
         let addrs = *h.last_chunk::<8>()?;
         Some(TcpIngress { addrs, len: total_len as u32 - 20, checksum_ok })
@@ -252,7 +262,7 @@ impl Interface {
         tx: &mut Batch,
         counters: &mut Counters,
     ) -> Option<TcpIngress> {
-        let verified = self.caps.rx_checksum || frame.meta.flags.contains(Flags::CSUM_VERIFIED);
+        let (verified, checksum_ok) = self.checksum_state(frame);
         let (src, dst, protocol, header_len, total_len) = {
             let Ok(ip) = Ipv4Packet::new_checked(&frame.data()[eth_len..]) else {
                 counters.drop(DropReason::Malformed);
@@ -264,13 +274,7 @@ impl Interface {
             }
             (ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.header_len(), ip.total_len() as usize)
         };
-        if dst != self.config.addr
-            && !(self.config.any_destination
-                && protocol == IpProtocol::TCP
-                && !dst.is_broadcast()
-                && !dst.is_multicast()
-                && !dst.is_unspecified())
-        {
+        if dst != self.config.addr && !(protocol == IpProtocol::TCP && self.takes_tcp_for(dst)) {
             counters.drop(DropReason::NotForUs);
             return None;
         }
@@ -290,7 +294,6 @@ impl Interface {
         }
         // Keep exactly the TCP segment: the total length decides, padding is dropped.
         let _ = frame.narrow(eth_len + header_len, total_len - header_len);
-        let checksum_ok = verified || frame.meta.flags.contains(Flags::CSUM_PARTIAL);
         Some(TcpIngress::new(src, dst, (total_len - header_len) as u32, checksum_ok))
     }
 
