@@ -299,22 +299,31 @@ mod tests {
         assert_eq!(b.receive(Instant::ZERO, &mut rx), 3);
         let mut got = Vec::new();
         for (k, f) in rx.iter().enumerate() {
-            let eth = EthernetFrame::new_checked(f.data()).unwrap();
-            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
-            assert!(ip.verify_checksum(), "piece {k}: IPv4 checksum");
-            assert_eq!(ip.ident(), 7 + k as u16);
-            let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
-            assert!(tcp.verify_checksum(ip.src_addr(), ip.dst_addr()), "piece {k}: TCP checksum");
-            assert_eq!(tcp.seq_number(), 0xffff_f000u32.wrapping_add(1448 * k as u32));
             let want = [1448, 1448, 604][k];
-            assert_eq!(tcp.payload().len(), want);
-            assert_eq!(ip.total_len() as usize, 20 + 32 + want);
+            let (tcp, total_len) = check_piece(f, k, want);
+            assert_eq!(total_len, 20 + 32 + want);
             // CWR only on the first piece, FIN and PSH only on the last.
             assert_eq!(tcp.flags().bits(), [0x90, 0x10, 0x19][k], "piece {k} flags");
             got.extend_from_slice(tcp.payload());
         }
         assert_eq!(got, payload);
         assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, dropped: 0 });
+    }
+
+    /// Piece `k` of `gso_frame`'s frame: valid IPv4 and TCP checksums, the IP ident and the
+    /// sequence number of the k-th piece, `len` payload bytes. Returns its TCP segment and
+    /// the IPv4 total length.
+    #[track_caller]
+    fn check_piece(f: &PBuf, k: usize, len: usize) -> (TcpPacket<&[u8]>, usize) {
+        let ip = Ipv4Packet::new_checked(&f.data()[14..]).unwrap();
+        assert!(ip.verify_checksum(), "piece {k}: IPv4 checksum");
+        assert_eq!(ip.ident(), 7 + k as u16);
+        let (src, dst, total_len) = (ip.src_addr(), ip.dst_addr(), ip.total_len() as usize);
+        let tcp = TcpPacket::new_checked(&f.data()[14 + 20..14 + total_len]).unwrap();
+        assert!(tcp.verify_checksum(src, dst), "piece {k}: TCP checksum");
+        assert_eq!(tcp.seq_number(), 0xffff_f000u32.wrapping_add(1448 * k as u32));
+        assert_eq!(tcp.payload().len(), len);
+        (tcp, total_len)
     }
 
     /// A TAP's coalesced receive with DATA_VALID: GSO_TCPV4 and CSUM_VERIFIED, csum_start and
@@ -338,14 +347,7 @@ mod tests {
         assert_eq!(pieces.len(), 3);
         let mut got = Vec::new();
         for (k, f) in pieces.iter().enumerate() {
-            let eth = EthernetFrame::new_checked(f.data()).unwrap();
-            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
-            assert!(ip.verify_checksum(), "piece {k}: IPv4 checksum");
-            assert_eq!(ip.ident(), 7 + k as u16);
-            let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
-            assert!(tcp.verify_checksum(ip.src_addr(), ip.dst_addr()), "piece {k}: TCP checksum");
-            assert_eq!(tcp.seq_number(), 0xffff_f000u32.wrapping_add(1448 * k as u32));
-            assert_eq!(tcp.payload().len(), [1448, 1448, 1104][k]);
+            let (tcp, _) = check_piece(f, k, [1448, 1448, 1104][k]);
             got.extend_from_slice(tcp.payload());
         }
         assert_eq!(got, payload);
