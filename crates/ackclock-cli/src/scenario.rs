@@ -3,13 +3,13 @@
 //! keeps a copy of it beside the plots.
 //!
 //! - `slowstart`: cwnd doubling per round trip on a long fat path.
-//! - `fast-recovery`: one loss in a window of W (seed 000's algebra), as a time-sequence
+//! - `fast-recovery`: one loss in a window of W (Jacobson 1990's algebra), as a time-sequence
 //!   diagram.
 //! - `timeout`: a path outage, the retransmission timeout and the slow start after it.
 //! - `sharing`: N flows through a dumbbell converging to a fair share (Jain's index).
 //! - `loss-sweep`: goodput against random loss for NewReno, NewReno+SACK and CUBIC,
 //!   beside the Mathis et al. model.
-//! - `rtt`: the RTO estimator (seed 003) on a path whose delay varies.
+//! - `rtt`: the RTO estimator (Jacobson and Karels 1988) on a path whose delay varies.
 //!
 //! `--pcap DIR` captures the sender's frames (both directions, whole), one file per run:
 //! `<scenario>.pcap`, `sharing-flow<i>.pcap` per flow, and for `loss-sweep` one run per
@@ -45,7 +45,7 @@ use std::sync::Mutex;
 pub enum Scenario {
     /// cwnd doubling per round trip (10 Mb/s, RTT 100 ms).
     Slowstart,
-    /// One loss in a window of W: fast retransmit and recovery (seed 000).
+    /// One loss in a window of W: fast retransmit and recovery (Jacobson 1990).
     FastRecovery,
     /// A path outage: retransmission timeout, slow start to ssthresh, congestion avoidance.
     Timeout,
@@ -53,7 +53,7 @@ pub enum Scenario {
     Sharing,
     /// Goodput against random loss, beside the Mathis et al. model.
     LossSweep,
-    /// The RTT estimator on a path whose delay varies (seed 003).
+    /// The RTT estimator on a path whose delay varies (Jacobson and Karels 1988).
     Rtt,
 }
 
@@ -294,7 +294,7 @@ fn slowstart_summary(r: &runs::SlowStart) -> Summary {
 
 fn fast_recovery_summary(r: &runs::FastRecovery) -> Summary {
     let mut t = String::new();
-    let mode = if r.sack { "NewReno+SACK (RFC 6675 pipe)" } else { "NewReno, Reno window inflation (seed 000)" };
+    let mode = if r.sack { "NewReno+SACK (RFC 6675 pipe)" } else { "NewReno, Reno window inflation (Jacobson 1990)" };
     let _ = writeln!(
         t,
         "fast recovery: 10 Mb/s, RTT 80 ms, queue 66 frames, {mode}; one segment dropped at {:.1} s, in congestion avoidance",
@@ -323,7 +323,7 @@ fn fast_recovery_summary(r: &runs::FastRecovery) -> Summary {
     let _ = writeln!(t, "duplicate ACKs received: {dups} (W−1 + limited transmit = {full:.0}{parity})");
     let _ = writeln!(
         t,
-        "new segments sent during recovery: {} (seed 000: dup ACKs − W/2 − limited transmit = {:.1}; W/2−1 = {:.1} when all W−1 are duplicates)",
+        "new segments sent during recovery: {} (Jacobson 1990: dup ACKs − W/2 − limited transmit = {:.1}; W/2−1 = {:.1} when all W−1 are duplicates)",
         e.new_segments,
         dups as f64 - w / 2.0 - f64::from(lt),
         w / 2.0 - 1.0

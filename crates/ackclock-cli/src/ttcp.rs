@@ -1,12 +1,12 @@
-//! `ackclock ttcp`: Van Jacobson's 1988 throughput test (seed 000) on the simulator. A
+//! `ackclock ttcp`: Van Jacobson's 1988 throughput test (4BSD TCP Ethernet throughput, Jacobson 1988) on the simulator. A
 //! chargen-to-discard bulk transfer between two ackclock stacks over a simulated link,
 //! with task-to-task and wire throughput against the link's theoretical maximum, and
-//! `--sweep` for the seed's grid of send x receive socket buffers (1 to 17 packets).
+//! `--sweep` for Jacobson 1988's grid of send x receive socket buffers (1 to 17 packets).
 //!
 //! Buffers are given in packets (`17p`) or bytes. A packet is the payload of one
 //! full-sized segment: the MSS less the TCP options every segment carries, so 1448 bytes on
 //! Ethernet with timestamps (the default) and 1460 without (`--no-timestamps`), as the
-//! seed's "1460 bytes of user data per packet". A buffer of whole packets holds whole
+//! posting's "1460 bytes of user data per packet". A buffer of whole packets holds whole
 //! segments, as a 4BSD socket buffer of N mbuf clusters did.
 
 mod model;
@@ -54,7 +54,7 @@ pub struct TtcpArgs {
     /// Override the profile's duplex.
     #[arg(long, value_enum)]
     duplex: Option<DuplexArg>,
-    /// Bytes to transfer (8M = 8 x 1024 x 1024, as in seed 000).
+    /// Bytes to transfer (8M = 8 x 1024 x 1024, as in Jacobson 1988).
     #[arg(long, default_value = "8M", value_parser = parse_size)]
     bytes: Size,
     /// Sender's socket send buffer (`17p` or bytes). Default: 17 packets, or twice the
@@ -88,7 +88,7 @@ pub struct TtcpArgs {
     /// Do not negotiate SACK.
     #[arg(long)]
     no_sack: bool,
-    /// Do not negotiate timestamps (a packet is then 1460 bytes, as in seed 000).
+    /// Do not negotiate timestamps (a packet is then 1460 bytes, as in Jacobson 1988).
     #[arg(long)]
     no_timestamps: bool,
     /// Seed of the simulation (impairments, ISNs; --sweep's order and per-run seeds).
@@ -103,17 +103,17 @@ pub struct TtcpArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// Run seed 000's grid: every send x receive buffer from 1 to --max-buffer packets,
+    /// Run Jacobson 1988's grid: every send x receive buffer from 1 to --max-buffer packets,
     /// --repeats times, in random order (seeded).
     #[arg(long)]
     sweep: bool,
-    /// Runs per grid cell (seed 000 did 4).
+    /// Runs per grid cell (Jacobson 1988 did 4).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeats: u32,
     /// Largest buffer of the grid, packets.
     #[arg(long, default_value_t = 17, value_parser = clap::value_parser!(u32).range(1..=64))]
     max_buffer: u32,
-    /// Run only the equal-buffer cells of the grid (the seed's table).
+    /// Run only the equal-buffer cells of the grid (Jacobson 1988's table).
     #[arg(long, requires = "sweep")]
     diagonal: bool,
     /// --sweep: write every run to this CSV file.
@@ -261,7 +261,7 @@ impl Setup {
             + serialization(self.ceiling.ack_wire, self.link.b_to_a.rate_bps)
     }
 
-    /// The default buffer: 17 packets (the seed's largest), or twice the bandwidth-delay
+    /// The default buffer: 17 packets (Jacobson 1988's largest), or twice the bandwidth-delay
     /// product if that is more.
     fn default_buffer(&self) -> Size {
         let bdp = self.link.a_to_b.rate_bps as f64 / 8.0 * self.rtt().as_secs_f64();

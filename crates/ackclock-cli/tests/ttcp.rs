@@ -229,7 +229,7 @@ fn sweep_text_shows_the_seed_column_next_to_ours() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("3/60 to 3/60"), "{text}");
-    // The seed's 1-packet and 12-packet rows, and a dash past its table.
+    // Jacobson 1988's 1-packet and 12-packet rows, and a dash past its table.
     assert!(text.lines().any(|l| l.trim_start().starts_with("1 ") && l.contains("384") && l.contains("3.4")), "{text}");
     assert!(
         text.lines().any(|l| l.trim_start().starts_with("12 ") && l.contains("1001") && l.contains("8.9")),

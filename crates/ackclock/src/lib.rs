@@ -22,6 +22,7 @@ pub mod sim;
 pub mod socket;
 pub mod stack;
 pub mod tcp;
+pub mod rng;
 pub mod time;
 pub mod wire;
 

@@ -132,7 +132,7 @@ impl Stack {
 
     /// Process one received frame.
     ///
-    /// Header prediction runs across the layers first (seed 000's "one straight run"): a
+    /// Header prediction runs across the layers first (Jacobson 1993's "one straight run"): a
     /// common frame ([`Interface::common_tcp`]) carrying the segment its connection expects
     /// goes from the frame to the receive queue (or to the ACK's effects) in one pass,
     /// without the layers' full checks. Everything else takes them, out of line.

@@ -1,4 +1,4 @@
-//! Time as an input (DESIGN.md principle 6).
+//! Time as an input: the protocol core never reads a clock.
 //!
 //! The protocol core never reads a clock. Callers pass an [`Instant`]: the real clock in a
 //! runtime, virtual time in the simulator. An `Instant` is nanoseconds since an arbitrary

@@ -1,4 +1,4 @@
-//! Proof that the packet path does not allocate per packet (DESIGN.md principle 2).
+//! Proof that the packet path does not allocate per packet (one pool, made at start-up).
 //!
 //! A counting global allocator wraps the system one. After a warm-up, frames move from the
 //! pool through a batch and the pipe to the other end and back to the pool many times; the

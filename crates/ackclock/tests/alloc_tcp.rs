@@ -1,5 +1,5 @@
-//! Proof that steady-state TCP bulk transfer allocates nothing per segment (DESIGN.md
-//! principle 2), extending `alloc_steady_state.rs` from the pool and pipe to the whole stack.
+//! Proof that steady-state TCP bulk transfer allocates nothing per segment (no
+//! allocation on the packet path), extending `alloc_steady_state.rs` from the pool and pipe to the whole stack.
 //!
 //! A counting global allocator wraps the system one and counts per thread. Two stacks over
 //! the in-memory pipe set up a connection and move a few megabytes so that every queue,

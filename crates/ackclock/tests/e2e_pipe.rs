@@ -65,7 +65,7 @@ fn handshake_transfer_and_orderly_close() {
     p.close_and_drain(c, s);
 }
 
-/// Seed 000 / issue 4: in a steady bulk transfer over the pipe, at least 95% of data
+/// Header prediction (Jacobson 1993): in a steady bulk transfer over the pipe, at least 95% of data
 /// segments take the receiver's header-prediction fast path and at least 95% of ACKs take
 /// the sender's. (Counted over every segment each side received, handshake and FIN
 /// included, so the ratio is conservative.)

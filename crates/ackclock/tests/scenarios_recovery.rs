@@ -1,5 +1,5 @@
 //! Loss recovery in the simulator, on the very runs `ackclock sim` plots (the scenario code
-//! is the CLI's, compiled in here with `#[path]`): seed 000's fast-recovery algebra, and
+//! is the CLI's, compiled in here with `#[path]`): the fast-recovery algebra of Jacobson 1990, and
 //! three losses in one window with and without SACK.
 
 #[allow(dead_code)]
@@ -33,7 +33,7 @@ fn dupacks(trace: &[ackclock::tcp::trace::Record], e: &Episode) -> u64 {
 /// W is the window at the loss. Limited transmit (RFC 3042) sends up to two more segments on
 /// the first two duplicate ACKs; RFC 5681 §3.2 step 2 leaves them out of FlightSize, so
 /// ssthresh is still W/2, and each of them draws one more duplicate ACK that pays for itself:
-/// the count of new segments after the fast retransmit is W/2 − 1 exactly as in the seed.
+/// the count of new segments after the fast retransmit is W/2 − 1 exactly as in Jacobson 1990.
 ///
 /// Two effects make the count differ from W/2 − 1 by up to one, and the exact count is
 /// checked against them: ssthresh is FlightSize/2 in bytes, so an odd W leaves half a

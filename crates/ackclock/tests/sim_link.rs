@@ -95,16 +95,6 @@ mod sim {
     }
 
     #[test]
-    fn phy_sim_link_is_the_same_link() {
-        // `phy::SimLink` is the device layer's name for this very type, not a wrapper.
-        let pool = pool(2);
-        let mut link: ackclock::phy::SimLink = Link::new(p2p(10_000_000, Duration::ZERO, QueueLimit::Packets(4)), 1);
-        assert_eq!(send(&mut link, T0, Side::A, [frame(&pool, 5, 100)]), 1);
-        let got: Vec<_> = drain(&mut link).into_iter().map(|(_, s, f)| (s, id_of(&f))).collect();
-        assert_eq!(got, vec![(Side::B, 5)]);
-    }
-
-    #[test]
     fn a_small_frame_costs_the_minimum_and_an_idle_gap_resets_the_wire() {
         let pool = pool(8);
         let mut link = Link::new(p2p(1_000_000_000, Duration::ZERO, QueueLimit::Packets(10)), 1);

@@ -1,5 +1,5 @@
 //! Packet-level tests of the ack clock: slow start, congestion avoidance, fast retransmit and
-//! fast recovery (seed 000, RFC 5681, RFC 6582, RFC 3042), SACK recovery (RFC 6675), D-SACK
+//! fast recovery (Jacobson 1990, RFC 5681, RFC 6582, RFC 3042), SACK recovery (RFC 6675), D-SACK
 //! (RFC 2883), the RTO response and hostile SACK blocks.
 //!
 //! The peer offers MSS 1000 and no timestamps, so segments carry exactly 1000 bytes and the

@@ -1113,7 +1113,7 @@ fn no_keepalive_by_default() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 14. Deferred receive checksum (DESIGN principle 1, Afterburner)
+// 14. Deferred receive checksum (Afterburner, Dalton et al. 1993)
 // ---------------------------------------------------------------------------------------
 
 /// A 65535-byte receive buffer keeps the window fields exact (no 16-bit cap).
@@ -1132,7 +1132,7 @@ fn corrupted(t: &Script, s: &Seg, payload: &[u8], at: usize) -> Vec<u8> {
 }
 
 /// RFC 9293 §3.1 (MUST-3) and RFC 1122 §4.2.2.7: the receiver checks every checksum and
-/// drops a segment that fails; DESIGN principle 1 moves the check of an in-order data
+/// drops a segment that fails; the single copy (Dalton et al. 1993) moves the check of an in-order data
 /// segment (>= 256 bytes, pure ACK, acknowledging nothing new, same window) into the copy
 /// to the application. A corrupted one is never delivered (`tcp_recv` finds it bad and
 /// returns nothing), is counted in `drops_bad_checksum`, is never acknowledged, and its

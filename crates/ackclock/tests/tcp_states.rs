@@ -1376,7 +1376,7 @@ fn send_on_a_connection_closed_in_syn_sent_is_not_connected() {
     assert_eq!(t.stack.tcp().connections(), 0);
 }
 
-/// The socket API's `NoBufferSpace` (issue 3's typed errors), no RFC rule: with a pool of 8
+/// The socket API's `NoBufferSpace` (typed errors), no RFC rule: with a pool of 8
 /// buffers, `send` queues what 8 pbufs hold (8 × 1460 bytes) and counts the drop; a further
 /// `send` finds no buffer and fails. Once the peer acknowledges four segments (its ACK
 /// arrives in the device's own pool), their pbufs are back and `send` takes 4 × 1460 bytes

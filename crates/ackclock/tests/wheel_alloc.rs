@@ -1,5 +1,5 @@
-//! Proof that the timing wheel allocates nothing after `TimerWheel::new` (DESIGN.md
-//! principle 2): schedule, reschedule, cancel, expire and `next_deadline` 100k times each
+//! Proof that the timing wheel allocates nothing after `TimerWheel::new` (no
+//! allocation on the packet path): schedule, reschedule, cancel, expire and `next_deadline` 100k times each
 //! under a counting global allocator.
 
 use ackclock::tcp::wheel::TimerWheel;

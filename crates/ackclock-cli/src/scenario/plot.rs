@@ -812,7 +812,7 @@ impl Figure for RttFig<'_> {
     {
         let r = self.0;
         let root = root.titled(
-            "RTT estimation (seed 003): SRTT ← 7/8·SRTT + 1/8·R, RTTVAR ← 3/4·RTTVAR + 1/4·|SRTT − R|, RTO = SRTT + 4·RTTVAR",
+            "RTT estimation (Jacobson and Karels 1988): SRTT ← 7/8·SRTT + 1/8·R, RTTVAR ← 3/4·RTTVAR + 1/4·|SRTT − R|, RTO = SRTT + 4·RTTVAR",
             ("sans-serif", 21),
         )?;
         let t_end = r.phases.last().map_or(1.0, |p| secs(p.to));

@@ -61,7 +61,7 @@ pub fn slowstart(seed: u64, pcap: PcapOut) -> SlowStart {
 
 // ---------------------------------------------------------------------------------------
 
-/// One loss in a window: seed 000's fast retransmit and recovery.
+/// One loss in a window: Jacobson 1990's fast retransmit and recovery.
 #[derive(Debug)]
 pub struct FastRecovery {
     pub trace: Vec<Record>,
@@ -84,7 +84,7 @@ pub const FAST_RECOVERY_AT_MS: u64 = 4900;
 /// buffers. Data frame [`FAST_RECOVERY_DROP`] is lost in slow start (a first recovery
 /// moves the flow to congestion avoidance at 20 segments); the window then grows by one
 /// segment per round trip past the BDP, so the link is busy and the segments go out evenly
-/// spaced by the ACK clock, as in seed 000. The first data frame sent at or after `at` is
+/// spaced by the ACK clock, as in Jacobson 1990. The first data frame sent at or after `at` is
 /// lost: that episode is the one reported.
 pub fn fast_recovery(seed: u64, sack: bool, at: Instant, pcap: PcapOut) -> FastRecovery {
     let tcp = tcp_config(4 << 20, Algorithm::NewReno, sack);
@@ -345,7 +345,7 @@ pub const SWEEP_ALGOS: [(&str, Algorithm, bool); 3] = [
 
 /// The path and TCP settings of one sweep point: 10 Mb/s, `rtt_ms` round trip, a queue of
 /// one BDP (at least 20 frames), Bernoulli loss `p` on the data direction only (the ACK
-/// path is clean), and a receive window of BDP + queue (seed 000's "advertised window of
+/// path is clean), and a receive window of BDP + queue (Jacobson 1990's "advertised window of
 /// two b-d p"), so the flow can fill the pipe but never overflow the queue: every loss is
 /// the random one.
 pub fn sweep_path(rtt_ms: u64, p: f64, algo: Algorithm, sack: bool) -> (LinkConfig, ackclock::tcp::TcpConfig) {

@@ -46,7 +46,7 @@ impl Ceiling {
         Ceiling { rate_bps, half_duplex, payload, options, data_frame, data_wire, ack_frame, ack_wire, bytes_per_sec }
     }
 
-    /// KB/s with KB = 1024 bytes, as in seed 000.
+    /// KB/s with KB = 1024 bytes, as in Jacobson 1988.
     pub fn kb_per_sec(&self) -> f64 {
         self.bytes_per_sec / 1024.0
     }
@@ -198,7 +198,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A size: `17p` (packets) or bytes, with `k`, `M`, `G` (or `KiB`, `MiB`, `GiB`) as binary
-/// multiples, as seed 000's 8 MB = 8 x 1024 x 1024.
+/// multiples, as Jacobson 1988's 8 MB = 8 x 1024 x 1024.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Size {
     Packets(u64),
@@ -271,7 +271,7 @@ mod tests {
 
     #[test]
     fn ethernet10_ceiling() {
-        // Without timestamps: seed 000's 1460-byte payload in 1538-byte frames, 84-byte ACKs.
+        // Without timestamps: Jacobson 1988's 1460-byte payload in 1538-byte frames, 84-byte ACKs.
         let c = Ceiling::new(&LinkConfig::ethernet10(), 1460, false);
         assert_eq!((c.data_wire, c.ack_wire), (1538, 84));
         assert!((c.bytes_per_sec - 1.25e6 * 2920.0 / 3160.0).abs() < 1e-6);

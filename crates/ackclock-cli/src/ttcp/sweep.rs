@@ -1,4 +1,4 @@
-//! `--sweep`: seed 000's grid of send x receive socket buffers, in random order.
+//! `--sweep`: Jacobson's 1988 grid of send x receive socket buffers, in random order.
 
 use super::transfer::{self, Outcome};
 use super::{plot, rates, Rates, Setup, TtcpArgs};
@@ -28,7 +28,7 @@ pub const VJ_3_60: [(u32, f64); 12] = [
     (995, 8.8),
     (1001, 8.9),
 ];
-/// The seed's theoretical maximum, KB/s.
+/// Jacobson 1988's theoretical maximum, KB/s.
 pub const VJ_MAX_KBPS: f64 = 1104.0;
 
 /// One run of the grid.
@@ -73,7 +73,7 @@ pub fn run(args: &TtcpArgs, setup: &Setup) -> ExitCode {
             }
         }
     }
-    // Random order, as the seed ran its 1,156 tests (Fisher-Yates on a seeded stream).
+    // Random order, as Jacobson 1988 ran its 1,156 tests (Fisher-Yates on a seeded stream).
     let mut rng = Rng::derive(args.seed, 0x0_5eed_0000);
     for i in (1..plan.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;
@@ -300,7 +300,7 @@ fn write_text(
     writeln!(out, "{}", setup.ceiling.formula())?;
     writeln!(out, "({})", setup.ceiling.explanation())?;
     writeln!(out)?;
-    writeln!(out, "Equal send and receive buffers, next to seed 000's measured 3/60 to 3/60 (LANCE to LANCE):")?;
+    writeln!(out, "Equal send and receive buffers, next to Jacobson 1988's measured 3/60 to 3/60 (LANCE to LANCE):")?;
     let row = |a: &str, b: &str, c: &str, d: &str, e: &str, f: &str, g: &str| {
         format!("{a:>9} | {b:>7} {c:>7} {d:>7} | {e:>7} {f:>7} {g:>7}")
     };

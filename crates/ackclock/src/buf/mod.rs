@@ -1,4 +1,4 @@
-//! Packet buffers (pbufs): one contiguous frame per buffer (DESIGN.md principle 2).
+//! Packet buffers (pbufs): one contiguous frame per buffer (Afterburner, Dalton et al. 1993).
 //!
 //! A [`Pool`] carves N fixed-size buffers out of one allocation at start-up. A [`PBuf`] is a
 //! handle to one buffer plus its own *view* (where the data starts and how long it is, inside
@@ -9,7 +9,7 @@
 //!   prepend headers into the headroom, append payload, [`PBuf::data_mut`].
 //! - [`PBuf::share`] makes a second, read-only handle to the same bytes (a reference count).
 //!   A sent segment stays in the retransmission queue while a device transmits the same
-//!   buffer, as Afterburner keeps sent data on the card until it is acknowledged (seed 004).
+//!   buffer, as Afterburner keeps sent data on the card until it is acknowledged (Dalton et al. 1993).
 //!   While a buffer is shared, writes fail with [`BufError::Shared`]; views and metadata
 //!   stay per handle, so the receiver of a frame can trim its view of a buffer its sender
 //!   still holds.
@@ -270,7 +270,7 @@ impl PBuf {
         self.bytes_mut(start, n)
     }
 
-    /// Append a copy of `src`, summing it during the copy (DESIGN.md principle 1), and
+    /// Append a copy of `src`, summing it during the copy (the single copy of Dalton et al. 1993), and
     /// extend the cached sum to cover it. Returns the sum of `src` alone.
     ///
     /// The cached sum covers one contiguous run: if it did not end where `src` lands, it is

@@ -1,7 +1,7 @@
 //! The buffer pool: N fixed-size buffers in one allocation made at start-up, and a
 //! lock-free free list of their indices.
 //!
-//! The free list is Afterburner's Tx_Free/Rx_Free FIFO (seed 004): a buffer is free when no
+//! The free list is Afterburner's Tx_Free/Rx_Free FIFO (Dalton et al. 1993): a buffer is free when no
 //! handle refers to it, and dropping the last [`PBuf`] handle pushes it back. Nothing here
 //! allocates after [`Pool::new`].
 

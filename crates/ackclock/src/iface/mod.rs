@@ -477,7 +477,7 @@ impl Interface {
     fn flush_pending(&mut self, now: Instant, ip: Ipv4Addr, tx: &mut Batch, pool: &Pool, counters: &mut Counters) {
         let Some(mac) = self.arp.lookup(now, ip) else { return };
         // Handed over one by one, not collected first: a refresh of an expired entry must not
-        // allocate (DESIGN.md principle 2).
+        // allocate (no allocation per packet).
         self.arp.take_pending(ip, |mut frame| {
             // A parked frame may be shared with a retransmission queue; then its header is
             // rewritten in a copy.

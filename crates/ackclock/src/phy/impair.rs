@@ -2,19 +2,73 @@
 //! transmits and receives, drawn from a seed. With a TAP device this stands in for netem,
 //! which this kernel lacks: interop tests can then see loss and delay against Linux.
 //!
-//! The loss and reordering models are the simulator's ([`Loss`], [`Reorder`]). Frames that
-//! are delayed wait in a bounded queue ordered by due time; [`Device::poll_at`] reports the
+//! The loss and reordering models ([`Loss`], [`Reorder`]) live here, below the simulator,
+//! which draws from the same ones on its links. Frames that are delayed wait in a bounded queue ordered by due time; [`Device::poll_at`] reports the
 //! earliest, so a caller's loop must also wake for it (take the minimum with the stack's
 //! `poll_at`). Nothing is copied: a duplicate is a shared handle.
 
 use super::gso::{GsoStats, Segmenter};
 use super::{Batch, Capabilities, Device, DeviceStats};
 use crate::buf::{Flags, PBuf};
-use crate::sim::link::{Loss, Reorder};
-use crate::sim::rng::Rng;
+use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 use core::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+
+/// Random loss.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Loss {
+    #[default]
+    None,
+    /// Each frame is lost independently with this probability.
+    Bernoulli(f64),
+    /// Bursty loss: a two-state Markov chain. A frame is lost with `loss_good` or `loss_bad`
+    /// depending on the current state; then the chain moves good→bad with probability `p`,
+    /// bad→good with `r`. The long-run loss rate is
+    /// `(r * loss_good + p * loss_bad) / (p + r)`; bursts last `1 / r` frames on average.
+    /// The chain moves per frame, not per unit of time (as netem's `gemodel`), so a sparse
+    /// flow, such as a sender backing off its retransmission timer, stays in a bad state
+    /// for as many of its own frames as a dense one.
+    GilbertElliott { p: f64, r: f64, loss_good: f64, loss_bad: f64 },
+}
+
+impl Loss {
+    /// Draw whether the next frame is lost; `bad` is the Gilbert-Elliott chain's state,
+    /// which moves after the draw.
+    pub fn draw(&self, rng: &mut Rng, bad: &mut bool) -> bool {
+        match *self {
+            Loss::None => false,
+            Loss::Bernoulli(p) => p > 0.0 && rng.chance(p),
+            Loss::GilbertElliott { p, r, loss_good, loss_bad } => {
+                let lost = rng.chance(if *bad { loss_bad } else { loss_good });
+                *bad = if *bad { !rng.chance(r) } else { rng.chance(p) };
+                lost
+            }
+        }
+    }
+
+    /// The long-run fraction of frames lost.
+    pub fn mean_rate(&self) -> f64 {
+        match *self {
+            Loss::None => 0.0,
+            Loss::Bernoulli(p) => p,
+            Loss::GilbertElliott { p, r, loss_good, loss_bad } => {
+                if p + r == 0.0 {
+                    loss_good
+                } else {
+                    (r * loss_good + p * loss_bad) / (p + r)
+                }
+            }
+        }
+    }
+}
+
+/// Reordering: a frame is held back by `extra_delay` with `probability`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reorder {
+    pub probability: f64,
+    pub extra_delay: Duration,
+}
 
 /// What happens to frames going one way.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

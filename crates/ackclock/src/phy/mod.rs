@@ -1,6 +1,6 @@
-//! Devices, as rings of pbufs (DESIGN.md principle 3).
+//! Devices, as rings of pbufs (Afterburner's FIFOs, Dalton et al. 1993).
 //!
-//! Afterburner (seed 004) hands buffers between host and card through four FIFOs. Here:
+//! Afterburner (Dalton et al. 1993) hands buffers between host and card through four FIFOs. Here:
 //! - **Rx_Ready**: [`Device::receive`] moves a batch of received frames into a [`Batch`].
 //! - **Tx_Ready**: [`Device::transmit`] takes a batch of frames to send.
 //! - **Tx_Free / Rx_Free**: the free list of the buffers' [`Pool`](crate::buf::Pool). A
@@ -25,12 +25,6 @@ pub use pcap::{Capture, PcapWriter, Resolution};
 pub use pipe::{pipe, PipeConfig, PipeEnd};
 #[cfg(target_os = "linux")]
 pub use tap::{Tap, TapConfig, TapCounters, TapMode};
-
-/// The simulated link, under the device layer's name (issue 5 asks for `phy::SimLink`): it is
-/// [`sim::Link`](crate::sim::Link), whose two ends ([`sim::LinkEnd`](crate::sim::LinkEnd))
-/// are [`Device`]s. It lives in `sim`, beside the event loop that advances it on virtual
-/// time; this re-export is the same type, not a copy.
-pub use crate::sim::Link as SimLink;
 
 use crate::buf::PBuf;
 use crate::time::Instant;

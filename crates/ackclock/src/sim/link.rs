@@ -45,8 +45,9 @@
 //! Other frames cross by handle, without a copy. Every delivered handle has its metadata
 //! reset: only the bytes cross a wire, never a cached checksum.
 
-use super::rng::Rng;
+use crate::rng::Rng;
 use crate::buf::{Meta, PBuf, Pool, PoolConfig, DEFAULT_HEADROOM};
+pub use crate::phy::impair::{Loss, Reorder};
 use crate::phy::{Batch, Capabilities, Device, DeviceStats};
 use crate::time::{Duration, Instant};
 use std::cmp::Ordering;
@@ -91,61 +92,6 @@ pub enum QueueLimit {
     Packets(usize),
     /// Bytes of the waiting frames (as built, without wire overhead).
     Bytes(usize),
-}
-
-/// Random loss.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Loss {
-    #[default]
-    None,
-    /// Each frame is lost independently with this probability.
-    Bernoulli(f64),
-    /// Bursty loss: a two-state Markov chain. A frame is lost with `loss_good` or `loss_bad`
-    /// depending on the current state; then the chain moves good→bad with probability `p`,
-    /// bad→good with `r`. The long-run loss rate is
-    /// `(r * loss_good + p * loss_bad) / (p + r)`; bursts last `1 / r` frames on average.
-    /// The chain moves per frame, not per unit of time (as netem's `gemodel`), so a sparse
-    /// flow, such as a sender backing off its retransmission timer, stays in a bad state
-    /// for as many of its own frames as a dense one.
-    GilbertElliott { p: f64, r: f64, loss_good: f64, loss_bad: f64 },
-}
-
-impl Loss {
-    /// Draw whether the next frame is lost; `bad` is the Gilbert-Elliott chain's state,
-    /// which moves after the draw.
-    pub fn draw(&self, rng: &mut Rng, bad: &mut bool) -> bool {
-        match *self {
-            Loss::None => false,
-            Loss::Bernoulli(p) => p > 0.0 && rng.chance(p),
-            Loss::GilbertElliott { p, r, loss_good, loss_bad } => {
-                let lost = rng.chance(if *bad { loss_bad } else { loss_good });
-                *bad = if *bad { !rng.chance(r) } else { rng.chance(p) };
-                lost
-            }
-        }
-    }
-
-    /// The long-run fraction of frames lost.
-    pub fn mean_rate(&self) -> f64 {
-        match *self {
-            Loss::None => 0.0,
-            Loss::Bernoulli(p) => p,
-            Loss::GilbertElliott { p, r, loss_good, loss_bad } => {
-                if p + r == 0.0 {
-                    loss_good
-                } else {
-                    (r * loss_good + p * loss_bad) / (p + r)
-                }
-            }
-        }
-    }
-}
-
-/// Reordering: a frame is held back by `extra_delay` with `probability`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Reorder {
-    pub probability: f64,
-    pub extra_delay: Duration,
 }
 
 /// What goes wrong on one direction of a link. All probabilities are per frame.

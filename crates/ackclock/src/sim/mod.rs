@@ -8,7 +8,8 @@
 //! - [`world`]: hosts (stacks), routers and links on one virtual clock that jumps from event
 //!   to event.
 //! - [`topology`]: ready-made topologies (a dumbbell).
-//! - [`rng`]: the one source of randomness, seeded by the world.
+//! - [`rng`]: the one source of randomness, seeded by the world (the crate's [`crate::rng`],
+//!   shared with the device layer's impairment wrapper).
 //!
 //! ```
 //! use ackclock::sim::{LinkConfig, World};
@@ -32,11 +33,11 @@
 //! ```
 
 pub mod link;
-pub mod rng;
 pub mod topology;
 pub mod world;
 
 pub use link::{Channel, Duplex, Impairments, Link, LinkConfig, LinkEnd, LinkStats, Loss, QueueLimit, Reorder, Side};
-pub use rng::Rng;
+pub use crate::rng;
+pub use crate::rng::Rng;
 pub use topology::{Dumbbell, DumbbellConfig};
 pub use world::{host_config, LinkId, NodeId, RouterStats, World};

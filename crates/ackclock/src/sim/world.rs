@@ -32,7 +32,7 @@
 //! gratuitous ARP), are dropped and counted.
 
 use super::link::{Link, LinkConfig, LinkStats, Side};
-use super::rng::Rng;
+use crate::rng::Rng;
 use crate::buf::PBuf;
 use crate::iface::InterfaceConfig;
 use crate::phy::{Batch, Capabilities, Capture, PcapWriter, Resolution};

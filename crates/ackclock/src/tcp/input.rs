@@ -20,7 +20,7 @@ use crate::time::{Duration, Instant};
 use crate::wire::{checksum, SackBlocks, TcpFlags};
 use core::net::Ipv4Addr;
 
-/// Header prediction mask (seed 000): data offset, the SYN/FIN/RST/URG/ACK bits (PSH may
+/// Header prediction mask (Jacobson 1993): data offset, the SYN/FIN/RST/URG/ACK bits (PSH may
 /// vary), and the window field.
 const FMASK: u32 = 0xf000_0000 | ((0x01 | 0x02 | 0x04 | 0x20 | 0x10) << 16) | 0xffff;
 
@@ -54,7 +54,7 @@ const fn wire(x: u32) -> u32 {
     u32::from_ne_bytes(x.to_be_bytes())
 }
 
-/// What header prediction found in a segment (seed 000's `tcp_usrrecv` fast path, BSD's
+/// What header prediction found in a segment (the `tcp_usrrecv` fast path of Jacobson 1993, BSD's
 /// `tcp_input` header prediction).
 pub(crate) enum Predicted {
     /// Case (a): in-order data with `ack == snd_una`, fitting the window; the payload starts

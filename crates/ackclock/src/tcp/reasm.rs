@@ -29,7 +29,7 @@
 //!
 //! Nothing here allocates once the queue has reached its working size: every container keeps
 //! its capacity when it empties, so a connection that keeps losing packets stops allocating
-//! after the first few recoveries (DESIGN.md principle 2; `tests/alloc_tcp.rs` checks it).
+//! after the first few recoveries (no allocation per packet; `tests/alloc_tcp.rs` checks it).
 //!
 //! - `segs`: a [`VecDeque`] of `(start, PBuf)` sorted by start, the held segments, never empty,
 //!   never overlapping. Found by binary search.

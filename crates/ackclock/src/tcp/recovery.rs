@@ -1,6 +1,6 @@
 //! Loss recovery at the sender: fast retransmit and fast recovery.
 //!
-//! Without SACK: NewReno (RFC 5681 §3.2, RFC 6582) with the window inflation of seed 000 —
+//! Without SACK: NewReno (RFC 5681 §3.2, RFC 6582) with the window inflation of Jacobson 1990 —
 //! on the third duplicate ACK, ssthresh = max(FlightSize/2, 2 SMSS) and cwnd = ssthresh +
 //! 3 SMSS; each further duplicate ACK adds one SMSS (a packet has left the network); a
 //! partial ACK retransmits the next hole and deflates by the amount acknowledged (adding
@@ -273,7 +273,7 @@ pub(crate) fn on_ack_in_recovery(env: &mut Env, tcb: &mut Tcb, acked: u32) -> bo
     let Some(r) = tcb.recovery else { return false };
     let smss = tcb.eff_mss as u32;
     if tcb.snd_una >= r.point {
-        // Full ACK: recovery is over; deflate (seed 000, RFC 6582 §3.2 step 3 option 2).
+        // Full ACK: recovery is over; deflate (Jacobson 1990, RFC 6582 §3.2 step 3 option 2).
         tcb.recovery = None;
         tcb.inflation = 0;
         tcb.dupacks = 0;

@@ -1,5 +1,5 @@
 //! The retransmission timer's estimator: Van Jacobson's mean and mean deviation in scaled
-//! integer arithmetic (seed 003), as standardised by RFC 6298.
+//! integer arithmetic (Jacobson and Karels 1988), as standardised by RFC 6298.
 //!
 //! `srtt` is kept scaled by 8 and `rttvar` by 4, so that the gains 1/8 and 1/4 are shifts and
 //! no precision is lost to integer division:

@@ -1,6 +1,6 @@
 //! The receive queue: in-order segments waiting for the application.
 //!
-//! Appending is the last step of header prediction's data case (seed 000), so it must be a
+//! Appending is the last step of header prediction's data case (Jacobson 1993), so it must be a
 //! few stores. `VecDeque::push_back` did it behind a call that was not inlined, and its
 //! 56-byte entry was copied through the stack on the way (BENCHMARKS.md, "Receive path").
 

@@ -100,7 +100,7 @@ impl TxSeg {
 }
 
 /// Checksum state of a received segment whose verification was deferred to the copy into
-/// the application's buffer (DESIGN.md principle 1, Afterburner's receive path).
+/// the application's buffer (Afterburner's receive path, Dalton et al. 1993).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Unverified {
     /// Sum of the pseudo-header and the TCP header, checksum field included: the segment is
@@ -237,7 +237,7 @@ pub(crate) struct Tcb {
 
     // The ack clock: congestion control and loss recovery.
     pub cc: Box<dyn CongestionControl>,
-    /// NewReno's window inflation during fast recovery (seed 000); may go negative after
+    /// NewReno's window inflation during fast recovery (Jacobson 1990); may go negative after
     /// partial ACKs (RFC 6582 deflation).
     pub inflation: i64,
     pub dupacks: u32,
@@ -304,7 +304,7 @@ pub(crate) struct Tcb {
     /// Header prediction: the expected offset/flags/window word, in wire byte order (see
     /// `input::pred_word`).
     pub pred_flags: u32,
-    /// Sum of the pseudo-header's addresses and protocol (seed 000's `ph_sum`), so that a
+    /// Sum of the pseudo-header's addresses and protocol (the `ph_sum` of Jacobson 1993), so that a
     /// segment's checksum costs only its header and length.
     pub ph_sum: u16,
 }

@@ -1,6 +1,6 @@
 //! The Internet checksum (RFC 1071), its incremental update (RFC 1624), the IPv4
 //! pseudo-header sum, and the fused copy-and-sum that is the stack's single copy
-//! (DESIGN.md principle 1).
+//! (Afterburner's single copy, Dalton et al. 1993).
 //!
 //! A *sum* here is the folded ones'-complement sum of the data read as big-endian 16-bit
 //! words, in `0..=0xffff`, not yet complemented. A trailing odd byte is the high byte of a
@@ -128,7 +128,7 @@ fn to_be_sum(acc: u64) -> u16 {
 
 /// Fold a wide accumulator of 16-bit (or 32-bit) words into a 16-bit ones'-complement sum.
 /// Zero only for a zero accumulator (all-zero data), as with a naive sum. The fast path
-/// uses it on big-endian header words it has already loaded (seed 000's `ocadd` chain).
+/// uses it on big-endian header words it has already loaded (the `ocadd` chain of Jacobson 1993).
 #[inline]
 pub fn fold(acc: u64) -> u16 {
     // End-around-carry additions of the halves; `s + c` cannot overflow (a carry leaves

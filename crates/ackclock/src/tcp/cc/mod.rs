@@ -1,4 +1,4 @@
-//! Congestion control: the ack clock's window (seed 000, seed 003, RFC 5681).
+//! Congestion control: the ack clock's window (Jacobson and Karels 1988, Jacobson 1990, RFC 5681).
 //!
 //! An algorithm owns `cwnd` and `ssthresh` and hears about four things: new data
 //! acknowledged outside recovery, a loss detected by duplicate ACKs or SACK, a

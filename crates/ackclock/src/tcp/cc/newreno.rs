@@ -1,7 +1,7 @@
 //! NewReno's window (RFC 5681, RFC 6582, RFC 3465): slow start with appropriate byte
 //! counting (L = 2 SMSS, 1 SMSS in the slow start after a timeout), congestion avoidance at
-//! one SMSS per window of data acknowledged, halving on loss (Van Jacobson's "why 1/2":
-//! seed 003).
+//! one SMSS per window of data acknowledged, halving on loss (why 1/2: Jacobson and
+//! Karels 1988).
 
 use super::{initial_window, Ack, CongestionControl};
 use crate::time::Instant;

@@ -1,4 +1,4 @@
-//! The simulator's one source of randomness: xoshiro256** seeded through SplitMix64.
+//! The one source of randomness of the simulator and of the impairment wrapper: xoshiro256** seeded through SplitMix64.
 //!
 //! Small, fast and fully specified (Blackman and Vigna, <https://prng.di.unimi.it/>), so the
 //! same seed gives the same run on every platform and every build. No external crate: the
