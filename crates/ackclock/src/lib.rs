@@ -19,6 +19,7 @@ pub mod buf;
 pub mod iface;
 pub mod phy;
 pub mod sim;
+pub mod stats;
 pub mod socket;
 pub mod stack;
 pub mod tcp;

@@ -11,7 +11,7 @@ pub use arp::{ArpCache, ArpConfig};
 
 use crate::buf::{BufError, Flags, PBuf, Pool};
 use crate::phy::{Batch, Capabilities};
-use crate::tcp::stats::{Counters, DropReason};
+use crate::stats::{Counters, DropReason};
 use crate::time::Instant;
 use crate::wire::{
     checksum, ethernet, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,

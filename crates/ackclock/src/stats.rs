@@ -1,0 +1,164 @@
+//! Stack-wide counters, like `netstat -s`, and the reasons a frame or segment is dropped.
+//!
+//! Every layer counts here (the interface its link and IP drops, TCP its segments), so this
+//! module sits below all of them. Each drop reason is listed once, in [`counters!`]'s
+//! invocation below, which makes the enum, its counter field, and the code that counts and
+//! sums them.
+
+macro_rules! counters {
+    (
+        counters { $( $(#[$cm:meta])* $c:ident, )* }
+        drops { $( $(#[$dm:meta])* $v:ident => $d:ident, )* }
+    ) => {
+        /// Why the stack dropped a received frame or segment.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum DropReason {
+            $( $(#[$dm])* $v, )*
+        }
+
+        impl DropReason {
+            /// Every reason, in declaration order.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$v,)*];
+
+            /// The name of the reason's counter in [`Counters`] (`drops_...`).
+            pub fn counter_name(self) -> &'static str {
+                match self {
+                    $(DropReason::$v => stringify!($d),)*
+                }
+            }
+        }
+
+        /// Stack-wide counters, like `netstat -s`.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $( $(#[$cm])* pub $c: u64, )*
+            $( $(#[$dm])* pub $d: u64, )*
+        }
+
+        impl Counters {
+            /// Count a drop.
+            pub fn drop(&mut self, reason: DropReason) {
+                match reason {
+                    $(DropReason::$v => self.$d += 1,)*
+                }
+            }
+
+            /// Drops of one reason.
+            pub fn dropped(&self, reason: DropReason) -> u64 {
+                match reason {
+                    $(DropReason::$v => self.$d,)*
+                }
+            }
+
+            /// Drops of every reason.
+            pub fn drops(&self) -> u64 {
+                0 $(+ self.$d)*
+            }
+
+            /// Every counter with its name, in declaration order (for printing and JSON).
+            pub fn named(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$((stringify!($c), self.$c),)* $((stringify!($d), self.$d),)*].into_iter()
+            }
+        }
+    };
+}
+
+counters! {
+    counters {
+        /// Frames taken from the device.
+        frames_in,
+        /// Frames handed to the device.
+        frames_out,
+        /// TCP segments received.
+        segs_in,
+        /// TCP segments sent.
+        segs_out,
+        /// Segments retransmitted (any cause).
+        retransmitted,
+        /// Connections opened by `connect`.
+        active_opens,
+        /// Connections opened by a listener.
+        passive_opens,
+        /// Active opens that failed (refused, reset or timed out before ESTABLISHED).
+        failed_opens,
+        /// RSTs sent.
+        resets_sent,
+        /// RSTs accepted.
+        resets_received,
+        /// Connections reset from ESTABLISHED or CLOSE-WAIT.
+        established_resets,
+        /// Challenge ACKs sent (RFC 5961 §3.2, §4.2, §5.2).
+        challenge_acks,
+        /// Challenge ACKs not sent because of the rate limit (RFC 5961 §7).
+        challenge_acks_suppressed,
+        /// Connections that timed out (retransmissions, keep-alive or user timeout).
+        timeouts,
+        /// Segments whose headers had to be rebuilt in a fresh buffer because a device still
+        /// held the original (rare: the single-copy path).
+        tx_copies,
+        /// Unsent segments cut to fit a window: the front moves to a fresh buffer (a copy of it).
+        tx_splits,
+        /// Frames the device queue would not take.
+        tx_dropped,
+        /// Data segments received on the header-prediction fast path.
+        fast_path_data,
+        /// Pure ACKs received on the header-prediction fast path.
+        fast_path_acks,
+        /// Segments that took the full input path.
+        slow_path,
+    }
+    drops {
+        /// A frame or header failed to parse.
+        Malformed => drops_malformed,
+        /// IPv4 header or TCP checksum did not verify.
+        BadChecksum => drops_bad_checksum,
+        /// Not for one of our addresses.
+        NotForUs => drops_not_for_us,
+        /// An IPv4 fragment (no reassembly).
+        Fragment => drops_fragment,
+        /// A protocol the stack does not handle.
+        UnknownProtocol => drops_unknown_protocol,
+        /// A segment outside the receive window (acknowledged, then dropped).
+        OutOfWindow => drops_out_of_window,
+        /// Timestamp older than TS.Recent (RFC 7323 §5 PAWS).
+        Paws => drops_paws,
+        /// An RST that did not match exactly (RFC 5961 §3).
+        BadRst => drops_bad_rst,
+        /// An ACK for data never sent, or too old (RFC 5961 §5).
+        BadAck => drops_bad_ack,
+        /// A SYN to a listener whose SYN or accept queue is full.
+        ListenOverflow => drops_listen_overflow,
+        /// No buffer left in the pool.
+        NoBuffer => drops_no_buffer,
+        /// The receive queue hit its buffer-count bound.
+        RcvQueueFull => drops_rcvq_full,
+        /// Segment for a connection that has no state for it (answered with RST if allowed).
+        NoConnection => drops_no_connection,
+        /// Anything else the state machine discards (e.g. no ACK bit).
+        Discarded => drops_discarded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_counts_in_its_own_field_and_in_the_total() {
+        let mut c = Counters::default();
+        for (i, &r) in DropReason::ALL.iter().enumerate() {
+            for _ in 0..=i {
+                c.drop(r);
+            }
+        }
+        for (i, &r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(c.dropped(r), i as u64 + 1, "{r:?}");
+            let named = c.named().find(|&(n, _)| n == r.counter_name()).map(|(_, v)| v);
+            assert_eq!(named, Some(i as u64 + 1), "{r:?} under its counter's name");
+        }
+        let n = DropReason::ALL.len() as u64;
+        assert_eq!(c.drops(), n * (n + 1) / 2);
+        assert_eq!(c.drops_bad_checksum, 2, "BadChecksum is the second reason");
+    }
+}
