@@ -140,10 +140,10 @@ impl Stack {
     pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);
         self.tcp.counters.frames_in += 1;
-        let Some(ing) = self.iface.common_tcp(&frame) else { return self.process_full(frame) };
+        let Some(ing) = self.iface.common_tcp(&frame) else { return self.process_slow(frame) };
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         match self.tcp.fast(self.now, ing, COMMON_TCP_OFFSET, &frame, io) {
-            Fast::Slow => self.tcp_full(ing, frame),
+            Fast::Slow => self.tcp_slow(ing, frame),
             Fast::Done => {}
             // The frame moves once, into the receive queue; handed down by value through
             // the layers it was copied at every step.
@@ -157,7 +157,7 @@ impl Stack {
 
     /// A common frame header prediction did not take: TCP's full path, on the segment.
     #[inline(never)]
-    fn tcp_full(&mut self, ing: TcpIngress, mut frame: PBuf) {
+    fn tcp_slow(&mut self, ing: TcpIngress, mut frame: PBuf) {
         let _ = frame.narrow(COMMON_TCP_OFFSET, ing.len as usize);
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         self.tcp.input_slow(self.now, ing, frame, io);
@@ -166,7 +166,7 @@ impl Stack {
     /// Every other frame: the link and IP checks, then TCP's full path (header prediction
     /// is for the common frame only).
     #[inline(never)]
-    fn process_full(&mut self, mut frame: PBuf) {
+    fn process_slow(&mut self, mut frame: PBuf) {
         let now = self.now;
         if let Some(ing) = self.iface.ingress(now, &mut frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
             let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
@@ -197,7 +197,7 @@ impl Stack {
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         self.tcp.run_timers(now, io);
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        self.tcp.flush(now, io);
+        self.tcp.output_dirty(now, io);
     }
 
     /// The frames waiting for the device (for callers that move them themselves, and for

@@ -340,7 +340,7 @@ impl Interface {
         // Reply to the MAC the request came from: no ARP round trip for a ping.
         self.arp.learn(now, src_ip, src_mac);
         match self.encapsulate(now, &mut out, self.config.addr, src_ip, IpProtocol::ICMP) {
-            Ok(next) => self.dispatch(now, out, next, pool, tx, counters),
+            Ok(next) => self.link_output(now, out, next, pool, tx, counters),
             Err(_) => counters.drop(DropReason::NoBuffer),
         }
     }
@@ -359,7 +359,7 @@ impl Interface {
         // if the packet is for us.
         if for_us || self.arp.contains(arp.source_protocol_addr) {
             self.arp.learn(now, arp.source_protocol_addr, arp.source_hardware_addr);
-            self.flush_pending(now, arp.source_protocol_addr, tx, pool, counters);
+            self.send_parked(now, arp.source_protocol_addr, tx, pool, counters);
         }
         if for_us && arp.operation == ArpOperation::REQUEST {
             let reply = ArpRepr {
@@ -447,7 +447,7 @@ impl Interface {
 
     /// Send a frame built by [`encapsulate`](Self::encapsulate): to the device if resolved,
     /// else parked while an ARP request goes out.
-    pub fn dispatch(
+    pub fn link_output(
         &mut self,
         now: Instant,
         frame: PBuf,
@@ -474,7 +474,7 @@ impl Interface {
         }
     }
 
-    fn flush_pending(&mut self, now: Instant, ip: Ipv4Addr, tx: &mut Batch, pool: &Pool, counters: &mut Counters) {
+    fn send_parked(&mut self, now: Instant, ip: Ipv4Addr, tx: &mut Batch, pool: &Pool, counters: &mut Counters) {
         let Some(mac) = self.arp.lookup(now, ip) else { return };
         // Handed over one by one, not collected first: a refresh of an expired entry must not
         // allocate (no allocation per packet).

@@ -45,10 +45,10 @@
 //! Other frames cross by handle, without a copy. Every delivered handle has its metadata
 //! reset: only the bytes cross a wire, never a cached checksum.
 
-use crate::rng::Rng;
 use crate::buf::{Meta, PBuf, Pool, PoolConfig, DEFAULT_HEADROOM};
 pub use crate::phy::impair::{Loss, Reorder};
 use crate::phy::{Batch, Capabilities, Device, DeviceStats};
+use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};

@@ -36,8 +36,8 @@ pub mod link;
 pub mod topology;
 pub mod world;
 
-pub use link::{Channel, Duplex, Impairments, Link, LinkConfig, LinkEnd, LinkStats, Loss, QueueLimit, Reorder, Side};
 pub use crate::rng;
 pub use crate::rng::Rng;
+pub use link::{Channel, Duplex, Impairments, Link, LinkConfig, LinkEnd, LinkStats, Loss, QueueLimit, Reorder, Side};
 pub use topology::{Dumbbell, DumbbellConfig};
 pub use world::{host_config, LinkId, NodeId, RouterStats, World};

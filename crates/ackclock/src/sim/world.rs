@@ -32,10 +32,10 @@
 //! gratuitous ARP), are dropped and counted.
 
 use super::link::{Link, LinkConfig, LinkStats, Side};
-use crate::rng::Rng;
 use crate::buf::PBuf;
 use crate::iface::InterfaceConfig;
 use crate::phy::{Batch, Capabilities, Capture, PcapWriter, Resolution};
+use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 use crate::wire::{ArpPacket, EtherType, EthernetFrame, Ipv4Packet};
 use crate::{Stack, StackConfig};

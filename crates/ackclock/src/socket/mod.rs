@@ -6,7 +6,7 @@
 //! checksum fused into it; there is no intermediate byte ring.
 
 use crate::stack::Stack;
-use crate::tcp::{ConnError, Io, State, TcpInfo};
+use crate::tcp::{ConnError, Io, RequestError, State, TcpInfo};
 use core::fmt;
 use core::net::Ipv4Addr;
 
@@ -67,6 +67,21 @@ impl From<ConnError> for Error {
     }
 }
 
+impl From<RequestError> for Error {
+    fn from(e: RequestError) -> Error {
+        match e {
+            RequestError::Conn(c) => c.into(),
+            RequestError::AddrInUse => Error::AddrInUse,
+            RequestError::NotConnected => Error::NotConnected,
+            RequestError::InvalidState => Error::InvalidState,
+            RequestError::NoBufferSpace => Error::NoBufferSpace,
+            RequestError::WouldBlock => Error::WouldBlock,
+            RequestError::NoConnection => Error::InvalidHandle,
+            RequestError::InvalidArgument => Error::InvalidArgument,
+        }
+    }
+}
+
 /// A TCP connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TcpHandle {
@@ -79,6 +94,17 @@ pub struct TcpHandle {
 pub struct ListenerHandle {
     index: u32,
     gen: u32,
+}
+
+/// Something an application may want to act on, from [`Stack::poll_event`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The connection's readiness may have changed: data or its end arrived, send space
+    /// was freed, the state changed, or it failed. Check [`Stack::tcp_readiness`].
+    Tcp(TcpHandle),
+    /// The listener gained connections to accept (accept until `WouldBlock`: one event may
+    /// stand for several).
+    Accept(ListenerHandle),
 }
 
 /// Which directions to shut down.
@@ -107,15 +133,14 @@ pub struct Readiness {
 
 impl Stack {
     fn conn(&self, h: TcpHandle) -> Result<u32, Error> {
-        let slot = self.tcp.slots.get(h.index as usize).ok_or(Error::InvalidHandle)?;
-        match &slot.tcb {
-            Some(t) if slot.gen == h.gen && !t.orphan => Ok(h.index),
+        match self.tcp.owned_generation(h.index) {
+            Some(gen) if gen == h.gen => Ok(h.index),
             _ => Err(Error::InvalidHandle),
         }
     }
 
     fn handle(&self, index: u32) -> TcpHandle {
-        TcpHandle { index, gen: self.tcp.slots[index as usize].gen }
+        TcpHandle { index, gen: self.tcp.generation(index) }
     }
 
     fn listener_idx(&self, h: ListenerHandle) -> Result<u32, Error> {
@@ -123,6 +148,21 @@ impl Stack {
             Some(l) if l.gen == h.gen => Ok(h.index),
             _ => Err(Error::InvalidHandle),
         }
+    }
+
+    /// The next event since the last call, or `None` when there is none: which connections
+    /// and listeners need a look, so that an embedder with many connections does not poll
+    /// every handle after each [`receive`](Stack::receive) or
+    /// [`transmit`](Stack::transmit). A connection is reported once however many segments
+    /// or timers touched it, and only if the application holds its handle (connected or
+    /// accepted, not closed); an event may be spurious (readiness unchanged), never missing.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(index) = self.tcp.take_listener_event() {
+            let gen = self.tcp.listener(index).map_or(0, |l| l.gen);
+            return Some(Event::Accept(ListenerHandle { index, gen }));
+        }
+        let index = self.tcp.take_event()?;
+        Some(Event::Tcp(self.handle(index)))
     }
 
     /// Listen on `port` of `addr` (`0.0.0.0` for any address; a listener on the stack's own
@@ -210,7 +250,7 @@ impl Stack {
     /// Queue bytes; returns how many were taken (up to the free send buffer).
     pub fn tcp_send(&mut self, h: TcpHandle, data: &[u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
-        self.tcp.send(idx, data, &self.pool)
+        Ok(self.tcp.send(idx, data, &self.pool)?)
     }
 
     /// Queue bytes that `fill` writes straight into the send queue's packet buffers, for a
@@ -223,21 +263,22 @@ impl Stack {
     /// is computed when they are sent (or left to the device with segmentation offload).
     pub fn tcp_send_with(&mut self, h: TcpHandle, mut fill: impl FnMut(&mut [u8]) -> usize) -> Result<usize, Error> {
         let idx = self.conn(h)?;
-        self.tcp.send_with(idx, &self.pool, |buf, room| {
+        let queued = self.tcp.send_with(idx, &self.pool, |buf, room| {
             let old = buf.len();
             let Ok(space) = buf.append(room) else { return 0 };
             let n = fill(space).min(room);
             // Cannot fail: shrinking within the view.
             let _ = buf.truncate(old + n);
             n
-        })
+        })?;
+        Ok(queued)
     }
 
     /// Read bytes; `Ok(0)` is the end of the stream (the peer's FIN).
     pub fn tcp_recv(&mut self, h: TcpHandle, buf: &mut [u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        self.tcp.recv(self.now, idx, buf, io)
+        Ok(self.tcp.recv(self.now, idx, buf, io)?)
     }
 
     /// Hand received bytes to `drain` in place, in order, a segment's bytes at a time, for a
@@ -249,7 +290,7 @@ impl Stack {
     pub fn tcp_recv_with(&mut self, h: TcpHandle, drain: impl FnMut(&[u8]) -> usize) -> Result<usize, Error> {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        self.tcp.recv_in_place(self.now, idx, io, drain)
+        Ok(self.tcp.recv_in_place(self.now, idx, io, drain)?)
     }
 
     /// Half-close (`Write`: FIN after the queued data, keep reading), stop reading, or both.
@@ -269,38 +310,34 @@ impl Stack {
     pub fn tcp_close(&mut self, h: TcpHandle) -> Result<(), Error> {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        self.tcp.close(self.now, idx, io)
+        Ok(self.tcp.close(self.now, idx, io)?)
     }
 
     /// Abort: RST and forget.
     pub fn tcp_abort(&mut self, h: TcpHandle) -> Result<(), Error> {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        self.tcp.abort(self.now, idx, io)
+        Ok(self.tcp.abort(self.now, idx, io)?)
     }
 
     /// What the connection is ready for.
     pub fn tcp_readiness(&self, h: TcpHandle) -> Result<Readiness, Error> {
         let idx = self.conn(h)?;
-        let t = self.tcp.tcb(idx).ok_or(Error::InvalidHandle)?;
-        let fin_read = matches!(t.state, State::CloseWait | State::LastAck | State::Closing | State::TimeWait)
-            || t.state == State::Closed;
-        let read_closed = fin_read && t.rcvq.is_empty();
-        let error = t.error.map(Error::from);
+        let s = self.tcp.status(idx).ok_or(Error::InvalidHandle)?;
         Ok(Readiness {
-            readable: !t.rcvq.is_empty() || read_closed || error.is_some(),
-            writable: t.state.can_send() && !t.fin_queued && t.snd_queued.max(t.sndq.len() * 256) < t.opts.send_buffer,
-            read_closed,
-            closed: matches!(t.state, State::Closed | State::TimeWait),
-            error,
-            state: t.state,
+            readable: s.readable,
+            writable: s.writable,
+            read_closed: s.read_closed,
+            closed: s.closed,
+            error: s.error.map(Error::from),
+            state: s.state,
         })
     }
 
     /// The options in force on a connection.
     pub fn tcp_options(&self, h: TcpHandle) -> Result<SocketOptions, Error> {
         let idx = self.conn(h)?;
-        Ok(self.tcp.tcb(idx).ok_or(Error::InvalidHandle)?.opts)
+        self.tcp.options(idx).ok_or(Error::InvalidHandle)
     }
 
     /// Change a connection's options. Nagle, keep-alive, the user timeout and the send
@@ -310,24 +347,7 @@ impl Stack {
     /// the connection exists (`InvalidArgument` if it differs).
     pub fn tcp_set_options(&mut self, h: TcpHandle, opts: SocketOptions) -> Result<(), Error> {
         let idx = self.conn(h)?;
-        let t = self.tcp.tcb_mut(idx).ok_or(Error::InvalidHandle)?;
-        if opts.congestion != t.opts.congestion {
-            return Err(Error::InvalidArgument);
-        }
-        if opts.recv_buffer == 0 || opts.send_buffer == 0 {
-            return Err(Error::InvalidArgument);
-        }
-        let max_rcv = (u16::MAX as usize) << t.rcv_wscale;
-        t.opts = SocketOptions { recv_buffer: opts.recv_buffer.min(max_rcv), ..opts };
-        if opts.keepalive.is_none() && t.state != State::FinWait2 {
-            t.timers.keepalive = None;
-        } else if let Some(ka) = opts.keepalive {
-            if t.state.is_synchronized() && t.timers.keepalive.is_none() {
-                t.timers.keepalive = Some(self.now + ka.idle);
-            }
-        }
-        self.tcp.changed(idx);
-        Ok(())
+        Ok(self.tcp.set_options(self.now, idx, opts)?)
     }
 
     /// A `tcp_info`-like snapshot.
@@ -339,6 +359,6 @@ impl Stack {
     /// Local and remote address of a connection.
     pub fn tcp_tuple(&self, h: TcpHandle) -> Result<crate::tcp::FourTuple, Error> {
         let idx = self.conn(h)?;
-        Ok(self.tcp.tcb(idx).ok_or(Error::InvalidHandle)?.tuple)
+        self.tcp.tuple(idx).ok_or(Error::InvalidHandle)
     }
 }

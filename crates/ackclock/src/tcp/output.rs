@@ -579,7 +579,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         m.gso_size = mss as u16;
         pieces = slice_sent(tcb, idx, mss);
     }
-    env.iface.dispatch(env.now, frame, next, env.pool, env.tx, env.counters);
+    env.iface.link_output(env.now, frame, next, env.pool, env.tx, env.counters);
     if env.trace.on() {
         let rel = super::trace::rel(tcb, seq);
         env.trace.event(env.now, tcb, super::trace::Event::Sent { seq: rel, len, retransmit });
@@ -694,7 +694,7 @@ fn ship(env: &mut Env, tuple: FourTuple, mut buf: PBuf) -> bool {
             false
         }
         Ok(next) => {
-            env.iface.dispatch(env.now, buf, next, env.pool, env.tx, env.counters);
+            env.iface.link_output(env.now, buf, next, env.pool, env.tx, env.counters);
             true
         }
         Err(_) => {

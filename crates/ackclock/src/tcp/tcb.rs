@@ -299,6 +299,8 @@ pub(crate) struct Tcb {
     pub accept_queued: bool,
     /// Where this connection is in the stack's dirty list.
     pub dirty: bool,
+    /// Whether this connection is in the stack's event list.
+    pub event: bool,
 
     pub stats: ConnStats,
     /// Header prediction: the expected offset/flags/window word, in wire byte order (see
@@ -393,5 +395,13 @@ impl Tcb {
     /// Whether our FIN has been acknowledged.
     pub fn fin_acked(&self) -> bool {
         self.fin_queued && self.snd_una == self.snd_end + 1
+    }
+
+    /// Nothing more will arrive to read: the receive queue is empty and the peer's FIN was
+    /// taken in sequence (CLOSE-WAIT, LAST-ACK, CLOSING, TIME-WAIT), or the connection is
+    /// over (CLOSED, normally or by an error).
+    pub fn read_closed(&self) -> bool {
+        let fin_taken = matches!(self.state, State::CloseWait | State::LastAck | State::Closing | State::TimeWait);
+        self.rcvq.is_empty() && (fin_taken || self.state == State::Closed)
     }
 }

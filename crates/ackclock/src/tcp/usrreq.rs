@@ -1,0 +1,542 @@
+//! The protocol side of the user requests, as BSD's `tcp_usrreq.c`: listen, accept,
+//! connect, send, receive, shutdown, close and abort (RFC 9293 §3.10.1-§3.10.6), and the
+//! `tcp_info` snapshot. `crate::socket` wraps these behind handles; here a connection is its
+//! slot index.
+
+use super::input;
+use super::output;
+use super::tcb::{self, ConnError};
+use super::SocketOptions;
+use super::{trace, DropReason, FourTuple, Io, Listener, State, Tcp, TcpInfo};
+use crate::buf::{PBuf, Pool};
+use crate::time::Instant;
+use crate::wire::checksum;
+use core::net::Ipv4Addr;
+use std::collections::VecDeque;
+
+/// Why a user request failed. `crate::socket::Error` maps each to what an application sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestError {
+    /// The connection ended: refused, reset or timed out.
+    Conn(ConnError),
+    /// The address and port are taken (or no ephemeral port is free).
+    AddrInUse,
+    /// The connection is not (or no longer) open for this.
+    NotConnected,
+    /// The request does not fit the connection's state (e.g. send after shutdown).
+    InvalidState,
+    /// No buffer, or no connection slot, is free.
+    NoBufferSpace,
+    /// Nothing to do now.
+    WouldBlock,
+    /// No connection at that index.
+    NoConnection,
+    /// A bad address or port.
+    InvalidArgument,
+}
+
+impl From<ConnError> for RequestError {
+    fn from(e: ConnError) -> RequestError {
+        RequestError::Conn(e)
+    }
+}
+
+/// The least a queued send segment costs against the send buffer.
+const MIN_SEGMENT_CHARGE: usize = 256;
+
+/// Free send buffer. Each queued segment costs at least [`MIN_SEGMENT_CHARGE`] bytes (as
+/// Linux charges an skb's truesize), so tiny writes cannot pin a pbuf per byte.
+fn send_room(tcb: &tcb::Tcb) -> usize {
+    let charged = tcb.snd_queued.max(tcb.sndq.len() * MIN_SEGMENT_CHARGE);
+    tcb.opts.send_buffer.saturating_sub(charged)
+}
+
+/// What a connection is ready for, for `crate::socket`'s readiness.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Status {
+    pub readable: bool,
+    pub writable: bool,
+    pub read_closed: bool,
+    pub closed: bool,
+    pub error: Option<ConnError>,
+    pub state: State,
+}
+
+/// What a receive callback did with the front segment's bytes.
+pub(crate) enum Take {
+    /// Consumed this many (fewer than offered stops the read).
+    Bytes(usize),
+    /// The segment's deferred checksum did not verify: it is dropped, nothing consumed.
+    BadChecksum,
+}
+
+impl Tcp {
+    pub(crate) fn listen(&mut self, local: (Ipv4Addr, u16), backlog: usize, opts: SocketOptions) -> Option<(u32, u32)> {
+        // Port 0 only as the every-address, every-port listener (`tcp_listen_any`).
+        if self.listen_table.contains_key(&local) || (local.1 == 0 && !local.0.is_unspecified()) {
+            return None;
+        }
+        self.listener_gen = self.listener_gen.wrapping_add(1);
+        let l = Listener {
+            gen: self.listener_gen,
+            local,
+            backlog: backlog.max(1),
+            syn_received: 0,
+            accept: VecDeque::new(),
+            ready: 0,
+            event: false,
+            opts,
+        };
+        let idx = match self.listeners.iter().position(|l| l.is_none()) {
+            Some(i) => i,
+            None => {
+                self.listeners.push(None);
+                self.listeners.len() - 1
+            }
+        };
+        self.listeners[idx] = Some(l);
+        self.listen_table.insert(local, idx as u32);
+        Some((idx as u32, self.listener_gen))
+    }
+
+    /// Close a listener: connections it had not handed out are reset.
+    pub(crate) fn unlisten(&mut self, now: Instant, lidx: u32, io: Io<'_>) {
+        let Some(l) = self.listeners.get_mut(lidx as usize).and_then(|l| l.take()) else { return };
+        self.listen_table.remove(&l.local);
+        let Io { pool, iface, tx } = io;
+        let pending: Vec<u32> =
+            (0..self.slots.len() as u32).filter(|&i| self.tcb(i).is_some_and(|t| t.listener == Some(lidx))).collect();
+        for idx in pending {
+            if let Some(tcb) = self.slots[idx as usize].tcb.as_deref_mut() {
+                let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
+                output::send_abort(&mut env, tcb);
+                tcb.listener = None;
+                tcb.orphan = true;
+            }
+            self.retire(idx);
+        }
+    }
+
+    pub(crate) fn accept(&mut self, lidx: u32) -> Option<u32> {
+        let l = self.listeners.get_mut(lidx as usize)?.as_mut()?;
+        // Skip the entries of connections that ended before they were accepted.
+        while let Some((idx, gen)) = l.accept.pop_front() {
+            let slot = &mut self.slots[idx as usize];
+            if let Some(tcb) = slot.tcb.as_deref_mut().filter(|_| slot.gen == gen) {
+                tcb.listener = None;
+                tcb.accept_queued = false;
+                l.ready -= 1;
+                return Some(idx);
+            }
+        }
+        None
+    }
+
+    /// Active open: choose an ephemeral port (RFC 6056) and send a SYN.
+    pub(crate) fn connect(
+        &mut self,
+        now: Instant,
+        local_addr: Ipv4Addr,
+        local_port: Option<u16>,
+        remote: (Ipv4Addr, u16),
+        opts: SocketOptions,
+        mtu: usize,
+    ) -> Result<u32, RequestError> {
+        if remote.1 == 0 || remote.0.is_unspecified() || remote.0.is_broadcast() {
+            return Err(RequestError::InvalidArgument);
+        }
+        if self.live >= self.config.max_connections {
+            return Err(RequestError::NoBufferSpace);
+        }
+        let tuple_for = |port| FourTuple { local_addr, local_port: port, remote_addr: remote.0, remote_port: remote.1 };
+        let port = match local_port {
+            Some(p) => {
+                if self.table.contains_key(&tuple_for(p)) {
+                    return Err(RequestError::AddrInUse);
+                }
+                p
+            }
+            None => {
+                let table = &self.table;
+                let listeners = &self.listen_table;
+                self.ports
+                    .candidates(local_addr, remote)
+                    .find(|&p| {
+                        !table.contains_key(&tuple_for(p))
+                            && !listeners.contains_key(&(local_addr, p))
+                            && !listeners.contains_key(&(Ipv4Addr::UNSPECIFIED, p))
+                    })
+                    .ok_or(RequestError::AddrInUse)?
+            }
+        };
+        let tcb = self.new_tcb(now, tuple_for(port), opts, mtu, State::SynSent);
+        self.trace.event(now, &tcb, trace::Event::State(tcb.state));
+        let idx = self.insert(tcb).ok_or(RequestError::NoBufferSpace)?;
+        self.counters.active_opens += 1;
+        self.mark_dirty(idx);
+        Ok(idx)
+    }
+
+    /// Queue application bytes: copied once into pbufs, summed during the copy.
+    pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool) -> Result<usize, RequestError> {
+        let mut rest = data;
+        self.send_with(idx, pool, |buf, room| {
+            let n = room.min(rest.len());
+            // Cannot fail: `room` fits the tailroom and the buffer is unique.
+            let _ = buf.append_copy_sum(&rest[..n]);
+            rest = &rest[n..];
+            n
+        })
+    }
+
+    /// Queue bytes that `fill` appends to send-queue pbufs: `fill(buf, room)` appends at
+    /// most `room` bytes to `buf` and returns how many; it is called until it appends less
+    /// than offered or the send buffer is full. Returns the bytes queued.
+    pub(crate) fn send_with(
+        &mut self,
+        idx: u32,
+        pool: &Pool,
+        mut fill: impl FnMut(&mut PBuf, usize) -> usize,
+    ) -> Result<usize, RequestError> {
+        let counters = &mut self.counters;
+        let tcb =
+            self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()).ok_or(RequestError::NoConnection)?;
+        if let Some(e) = tcb.error {
+            return Err(e.into());
+        }
+        if tcb.fin_queued {
+            return Err(RequestError::InvalidState);
+        }
+        match tcb.state {
+            State::Established | State::CloseWait => {}
+            State::SynSent | State::SynReceived => return Err(RequestError::WouldBlock),
+            _ => return Err(RequestError::NotConnected),
+        }
+        let mut room = send_room(tcb);
+        if room == 0 {
+            return Err(RequestError::WouldBlock);
+        }
+        let mut copied = 0;
+        let mut starved = false;
+        let seg_size = output::send_unit(tcb, self.gso_max);
+        while room > 0 {
+            // Fill the unsent tail segment first (Afterburner: "send tries to fill the
+            // cluster at the end of the socket buffer before obtaining a new one").
+            // (A tail cut by `split_front` keeps its buffer's end: it may be short of a unit
+            // with no tailroom left.)
+            let tail_has_room = tcb.sndq.len() > tcb.snd_nxt_idx
+                && tcb.sndq.back().is_some_and(|s| {
+                    s.sent == 0 && s.buf.len() < seg_size && s.buf.tailroom() > 0 && s.buf.is_unique()
+                });
+            if !tail_has_room {
+                let Ok(buf) = pool.alloc() else {
+                    counters.drop(DropReason::NoBuffer);
+                    starved = true;
+                    break;
+                };
+                let seq = tcb.snd_end;
+                tcb.sndq.push_back(tcb::TxSeg { seq, buf, sent: 0, sent_at: Instant::ZERO, sacked: false });
+            }
+            let Some(tail) = tcb.sndq.back_mut() else { break };
+            let offer = room.min(seg_size - tail.buf.len()).min(tail.buf.tailroom());
+            if offer == 0 {
+                break;
+            }
+            let n = fill(&mut tail.buf, offer).min(offer);
+            copied += n;
+            room -= n;
+            tcb.snd_queued += n;
+            tcb.snd_end += n as u32;
+            if n < offer {
+                break;
+            }
+        }
+        // Drop an empty segment left by a failed or empty fill.
+        if tcb.sndq.back().is_some_and(|s| s.buf.is_empty()) {
+            tcb.sndq.pop_back();
+        }
+        if copied == 0 && starved {
+            return Err(RequestError::NoBufferSpace);
+        }
+        if copied > 0 {
+            self.mark_dirty(idx);
+        }
+        Ok(copied)
+    }
+
+    /// Copy received bytes to the application, verifying deferred checksums during the copy.
+    pub(crate) fn recv(&mut self, now: Instant, idx: u32, dst: &mut [u8], io: Io<'_>) -> Result<usize, RequestError> {
+        let mut copied = 0;
+        self.recv_with(now, idx, io, |src, unverified| {
+            let room = dst.len() - copied;
+            let n = src.len().min(room);
+            let out = &mut dst[copied..copied + n];
+            match unverified {
+                // The fused path: copy and sum the whole segment in one pass, and accept it
+                // only if the sum checks.
+                Some(header_sum) if n == src.len() => {
+                    if checksum::add(header_sum, checksum::copy_and_sum(out, src)) != 0xffff {
+                        return Take::BadChecksum;
+                    }
+                }
+                // A segment larger than the room is checked first (sum pass), so that no
+                // unverified byte ever reaches the caller.
+                Some(header_sum) => {
+                    if !input::payload_checks(header_sum, src) {
+                        return Take::BadChecksum;
+                    }
+                    out.copy_from_slice(&src[..n]);
+                }
+                None => out.copy_from_slice(&src[..n]),
+            }
+            copied += n;
+            Take::Bytes(n)
+        })
+    }
+
+    /// Hand received bytes to `drain` in place (`tcp_recv_with`): a segment whose checksum
+    /// was deferred is verified (a sum pass) before `drain` sees any of it.
+    pub(crate) fn recv_in_place(
+        &mut self,
+        now: Instant,
+        idx: u32,
+        io: Io<'_>,
+        mut drain: impl FnMut(&[u8]) -> usize,
+    ) -> Result<usize, RequestError> {
+        self.recv_with(now, idx, io, |src, unverified| match unverified {
+            Some(header_sum) if !input::payload_checks(header_sum, src) => Take::BadChecksum,
+            _ => Take::Bytes(drain(src)),
+        })
+    }
+
+    /// Hand received bytes to `take` segment by segment, in order: `take(bytes, unverified)`
+    /// gets the front segment's bytes and, if its checksum is still to be checked, the sum
+    /// of its pseudo-header and header, and returns how many bytes it consumed (checking the
+    /// checksum before letting any byte go), or that the checksum failed. Stops when `take`
+    /// consumes less than offered. Returns the bytes consumed; `Ok(0)` is the end of stream.
+    pub(crate) fn recv_with(
+        &mut self,
+        now: Instant,
+        idx: u32,
+        io: Io<'_>,
+        mut take: impl FnMut(&[u8], Option<u16>) -> Take,
+    ) -> Result<usize, RequestError> {
+        let Io { pool, iface, tx } = io;
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return Err(RequestError::NoConnection);
+        };
+        let mut env = env!(self, now, pool, iface, tx);
+        let mut copied = 0;
+        while let Some(front) = tcb.rcvq.front() {
+            let len = front.buf.len();
+            let unverified = front.unverified.map(|u| u.header_sum);
+            if unverified.is_some() {
+                debug_assert_eq!(tcb.rcvq.len(), tcb.rcv_unverified, "the unverified run is a suffix");
+            }
+            let n = match take(front.buf.data(), unverified) {
+                Take::Bytes(n) => n.min(len),
+                Take::BadChecksum => {
+                    input::reject_from(&mut env, tcb, 0);
+                    break;
+                }
+            };
+            if unverified.is_some() {
+                input::accept_verified(&mut env, tcb, 0);
+            }
+            copied += n;
+            tcb.rcv_queued -= n;
+            if n == len {
+                tcb.rcvq.pop_front();
+            } else {
+                if let Some(front) = tcb.rcvq.front_mut() {
+                    let _ = front.buf.trim_front(n);
+                    front.seq += n as u32;
+                }
+                break;
+            }
+        }
+        // End of stream: read past the FIN, or closed without an error (which is returned).
+        let eof = tcb.read_closed() && tcb.error.is_none();
+        let error = tcb.error;
+        if copied > 0 && output::window_update_due(tcb) {
+            tcb.ack_now = true;
+        }
+        let wake = copied > 0 && tcb.ack_now;
+        if wake {
+            self.mark_dirty(idx);
+        }
+        if copied > 0 {
+            return Ok(copied);
+        }
+        if eof {
+            return Ok(0);
+        }
+        match error {
+            Some(e) => Err(e.into()),
+            None => Err(RequestError::WouldBlock),
+        }
+    }
+
+    /// Shut down the write side: a FIN follows the queued data (RFC 9293 §3.10.4 CLOSE).
+    pub(crate) fn shutdown_write(&mut self, idx: u32) -> Result<(), RequestError> {
+        let tcb = self.tcb_mut(idx).ok_or(RequestError::NoConnection)?;
+        match tcb.state {
+            State::SynSent => {
+                tcb.state = State::Closed;
+                self.retire(idx);
+                return Ok(());
+            }
+            State::SynReceived | State::Established => {
+                tcb.fin_queued = true;
+                tcb.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                tcb.fin_queued = true;
+                tcb.state = State::LastAck;
+            }
+            _ => return Ok(()),
+        }
+        self.mark_dirty(idx);
+        self.repredict(idx);
+        Ok(())
+    }
+
+    /// Shut down the read side: queued data is discarded, and later data resets the
+    /// connection (as Linux does).
+    pub(crate) fn shutdown_read(&mut self, idx: u32) -> Result<(), RequestError> {
+        let tcb = self.tcb_mut(idx).ok_or(RequestError::NoConnection)?;
+        tcb.shut_rd = true;
+        tcb.rcvq.clear();
+        tcb.rcv_queued = 0;
+        tcb.rcv_unverified = 0;
+        self.repredict(idx);
+        Ok(())
+    }
+
+    /// Close: if unread data would be lost, reset (RFC 9293 §3.10.4 permits it; Linux does it
+    /// so the peer learns its data was not consumed); otherwise FIN and let the connection
+    /// finish on its own.
+    pub(crate) fn close(&mut self, now: Instant, idx: u32, io: Io<'_>) -> Result<(), RequestError> {
+        let tcb = self.tcb_mut(idx).ok_or(RequestError::NoConnection)?;
+        if tcb.state == State::Closed {
+            self.free(idx);
+            return Ok(());
+        }
+        if tcb.rcv_queued > 0 || !tcb.ooo.is_empty() {
+            return self.abort(now, idx, io);
+        }
+        self.shutdown_write(idx)?;
+        let fin_wait_2_timeout = self.config.fin_wait_2_timeout;
+        if let Some(tcb) = self.tcb_mut(idx) {
+            tcb.shut_rd = true;
+            tcb.orphan = true;
+            match tcb.state {
+                State::Closed => self.free(idx),
+                State::FinWait2 => {
+                    // Already half-closed and acknowledged: the orphan timeout starts now.
+                    tcb.timers.keepalive = Some(now + fin_wait_2_timeout);
+                    self.rearm(idx);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Abort: RST to the peer (from a synchronized state) and forget the connection.
+    pub(crate) fn abort(&mut self, now: Instant, idx: u32, io: Io<'_>) -> Result<(), RequestError> {
+        let Io { pool, iface, tx } = io;
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return Err(RequestError::NoConnection);
+        };
+        if matches!(
+            tcb.state,
+            State::SynReceived | State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait
+        ) {
+            let mut env = env!(self, now, pool, iface, tx);
+            output::send_abort(&mut env, tcb);
+        }
+        tcb.orphan = true;
+        self.retire(idx);
+        self.free(idx);
+        Ok(())
+    }
+
+    /// A `tcp_info`-like snapshot.
+    pub(crate) fn info(&self, idx: u32) -> Option<TcpInfo> {
+        let t = self.tcb(idx)?;
+        Some(TcpInfo {
+            state: t.state,
+            srtt: t.rtt.srtt(),
+            rttvar: t.rtt.rttvar(),
+            rto: t.rtt.rto(),
+            cwnd: t.cwnd(),
+            ssthresh: t.cc.ssthresh(),
+            snd_wnd: t.snd_wnd,
+            rcv_wnd: t.rcv_adv.since(t.rcv_nxt),
+            smss: t.smss,
+            eff_mss: t.eff_mss,
+            snd_wscale: t.snd_wscale,
+            rcv_wscale: t.rcv_wscale,
+            timestamps: t.ts_enabled,
+            sack: t.sack_enabled,
+            flight: t.flight(),
+            stats: t.stats,
+        })
+    }
+
+    /// The generation of slot `idx` if it holds a connection the application owns (not an
+    /// orphan left to finish its close alone).
+    pub(crate) fn owned_generation(&self, idx: u32) -> Option<u32> {
+        let slot = self.slots.get(idx as usize)?;
+        slot.tcb.as_deref().filter(|t| !t.orphan).map(|_| slot.gen)
+    }
+
+    /// The generation of slot `idx` (0 for a slot never used).
+    pub(crate) fn generation(&self, idx: u32) -> u32 {
+        self.slots.get(idx as usize).map_or(0, |s| s.gen)
+    }
+
+    /// What the connection is ready for.
+    pub(crate) fn status(&self, idx: u32) -> Option<Status> {
+        let t = self.tcb(idx)?;
+        let read_closed = t.read_closed();
+        Some(Status {
+            readable: !t.rcvq.is_empty() || read_closed || t.error.is_some(),
+            writable: t.state.can_send() && !t.fin_queued && send_room(t) > 0,
+            read_closed,
+            closed: matches!(t.state, State::Closed | State::TimeWait),
+            error: t.error,
+            state: t.state,
+        })
+    }
+
+    /// The options in force.
+    pub(crate) fn options(&self, idx: u32) -> Option<SocketOptions> {
+        Some(self.tcb(idx)?.opts)
+    }
+
+    /// Change a connection's options (see `Stack::tcp_set_options` for what applies when).
+    pub(crate) fn set_options(&mut self, now: Instant, idx: u32, opts: SocketOptions) -> Result<(), RequestError> {
+        let t = self.tcb_mut(idx).ok_or(RequestError::NoConnection)?;
+        if opts.congestion != t.opts.congestion || opts.recv_buffer == 0 || opts.send_buffer == 0 {
+            return Err(RequestError::InvalidArgument);
+        }
+        let max_rcv = (u16::MAX as usize) << t.rcv_wscale;
+        t.opts = SocketOptions { recv_buffer: opts.recv_buffer.min(max_rcv), ..opts };
+        if opts.keepalive.is_none() && t.state != State::FinWait2 {
+            t.timers.keepalive = None;
+        } else if let Some(ka) = opts.keepalive {
+            if t.state.is_synchronized() && t.timers.keepalive.is_none() {
+                t.timers.keepalive = Some(now + ka.idle);
+            }
+        }
+        self.changed(idx);
+        Ok(())
+    }
+
+    /// The connection's addresses and ports.
+    pub(crate) fn tuple(&self, idx: u32) -> Option<FourTuple> {
+        Some(self.tcb(idx)?.tuple)
+    }
+}
