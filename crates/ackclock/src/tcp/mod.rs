@@ -28,11 +28,15 @@ macro_rules! env {
 pub mod cc;
 pub mod config;
 pub(crate) mod env;
-pub mod hash;
+pub(crate) mod hash;
 pub(crate) mod input;
-pub mod isn;
+pub(crate) mod isn;
 pub(crate) mod output;
+#[cfg(feature = "internals")]
 pub mod reasm;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)] // its inspection methods serve the tests and benches
+pub(crate) mod reasm;
 pub(crate) mod recovery;
 pub mod rtt;
 pub(crate) mod rxq;
@@ -43,7 +47,11 @@ pub(crate) mod tcb;
 pub(crate) mod timer;
 pub mod trace;
 pub(crate) mod usrreq;
+#[cfg(feature = "internals")]
 pub mod wheel;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)] // its inspection methods serve the tests and benches
+pub(crate) mod wheel;
 
 pub use config::{KeepAlive, SocketOptions, TcpConfig};
 pub use seq::SeqNumber;
@@ -137,7 +145,7 @@ fn parse_segment(src: Ipv4Addr, dst: Ipv4Addr, data: &[u8]) -> crate::wire::Resu
 impl Tcp {
     /// `seed` keys the ISN, port and table hashes: fixed in a simulation (deterministic),
     /// random in a real stack.
-    pub fn new(config: TcpConfig, seed: u64, now: Instant) -> Tcp {
+    pub(crate) fn new(config: TcpConfig, seed: u64, now: Instant) -> Tcp {
         let cap = config.max_connections.max(1);
         let (lo, hi) = config.ephemeral_ports;
         Tcp {
