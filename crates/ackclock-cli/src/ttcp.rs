@@ -546,7 +546,7 @@ fn single(args: &TtcpArgs, setup: &Setup) -> ExitCode {
         println!("  ({})", c.explanation());
         if setup.profile == LinkProfile::Ethernet10 {
             println!(
-                "  Seed 000 (1988): Sun 3/60 to 3/60 reached {} KB/s, {} Mb/s at 12 packets, 91% of VJ's 1,104 KB/s max.",
+                "  Jacobson 1988: Sun 3/60 to 3/60 reached {} KB/s, {} Mb/s at 12 packets, 91% of VJ's 1,104 KB/s max.",
                 sweep::VJ_3_60[11].0,
                 sweep::VJ_3_60[11].1
             );

@@ -111,7 +111,7 @@ fn the_same_seed_gives_the_same_lossy_run() {
     assert_eq!(a["completed"], true);
 }
 
-/// Seed 000's table, on the simulated 10 Mb/s Ethernet: with equal send and receive buffers
+/// Jacobson 1988's table, on the simulated 10 Mb/s Ethernet: with equal send and receive buffers
 /// of 4 packets or more the transfer reaches at least 97% of the medium's ceiling.
 fn equal_buffers_reach_97_percent(extra: &[&str], name: &str) {
     let dir = scratch(name);
@@ -142,7 +142,7 @@ fn equal_buffer_sweep_on_ethernet10_reaches_97_percent_of_the_maximum() {
 
 #[test]
 fn equal_buffer_sweep_without_timestamps_reaches_97_percent_of_the_maximum() {
-    // Seed 000's segments: 1460 bytes of user data, no options.
+    // Jacobson 1988's segments: 1460 bytes of user data, no options.
     equal_buffers_reach_97_percent(&["--no-timestamps"], "equal-nots");
 }
 

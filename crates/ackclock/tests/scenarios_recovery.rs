@@ -25,7 +25,7 @@ fn dupacks(trace: &[ackclock::tcp::trace::Record], e: &Episode) -> u64 {
     n - 1
 }
 
-/// Seed 000: with W segments in flight and one lost, W−1 duplicate ACKs come back; the
+/// Jacobson 1990: with W segments in flight and one lost, W−1 duplicate ACKs come back; the
 /// window, pulled to W/2 and inflated by one segment per duplicate, lets out
 /// W/2 + (W−1) − W = W/2 − 1 new segments before the recovery ACK, and after it the
 /// window is W/2 with about W/2 − 1 in flight: no burst.

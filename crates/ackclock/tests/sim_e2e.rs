@@ -313,7 +313,7 @@ mod sim {
         assert_ne!(a, c);
     }
 
-    /// Seed 000's experiment: 8 MB over simulated 10 Mb/s Ethernet, about 7 s of simulated
+    /// Jacobson 1988's experiment: 8 MB over simulated 10 Mb/s Ethernet, about 7 s of simulated
     /// time. The wall time is printed, never asserted.
     #[test]
     fn eight_megabytes_over_ethernet10() {

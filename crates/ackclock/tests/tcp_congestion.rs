@@ -194,7 +194,7 @@ fn rto_collapses_to_one_segment_then_slow_start_then_avoidance() {
     assert_eq!(cwnd(&t, c), 6 * SMSS);
 }
 
-/// Seed 000 and RFC 5681 §3.2 / RFC 3042, exactly. Segment 1 of W = 10 is lost; segments
+/// Jacobson 1990 and RFC 5681 §3.2 / RFC 3042, exactly. Segment 1 of W = 10 is lost; segments
 /// 2..10 arrive and each draws a duplicate ACK.
 /// - Duplicate ACKs 1 and 2: limited transmit sends one new segment each (11, 12).
 /// - Duplicate ACK 3: fast retransmit of segment 1; ssthresh = FlightSize/2 with FlightSize

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant as WallClock;
 
-/// Seed 000's measured table, Sun 3/60 to 3/60 (LANCE to LANCE): task-to-task KB/s and wire
+/// Jacobson 1988's measured table, Sun 3/60 to 3/60 (LANCE to LANCE): task-to-task KB/s and wire
 /// Mb/s for equal socket buffers of 1 to 12 packets.
 pub const VJ_3_60: [(u32, f64); 12] = [
     (384, 3.4),

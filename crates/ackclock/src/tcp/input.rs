@@ -118,7 +118,7 @@ pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predic
     Some(Predicted::Data { seq, hl, len: len as u32, unverified, tsval })
 }
 
-/// Seed 000's precomputed pseudo-header sum (`ph_sum`) plus the `hl` (20 or 32) header
+/// The precomputed pseudo-header sum of Jacobson 1993 (`ph_sum`) plus the `hl` (20 or 32) header
 /// bytes of `seg` and its length, the header's words summed as loaded (RFC 1071 §2(B): byte
 /// order does not change a ones'-complement sum). Out of line: with the device's checksum,
 /// the fast path never needs it.

@@ -211,7 +211,7 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
 /// FlightSize for ssthresh on entering recovery (RFC 5681 §3.2 step 2, RFC 6675 §5 step
 /// 4.2): data sent by limited transmit "MUST NOT be included". That is the data sent since
 /// the first duplicate ACK beyond what cwnd alone allowed then; the rest (the window was not
-/// full) is ordinary flight. Seed 000's W is the window at the loss, not W + 2.
+/// full) is ordinary flight. Jacobson 1990's W is the window at the loss, not W + 2.
 fn flight_size(tcb: &Tcb) -> u32 {
     let at_dupack = tcb.snd_max_at_dupack;
     if at_dupack < tcb.snd_una || at_dupack > tcb.snd_max {
@@ -229,7 +229,7 @@ pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
     tcb.stats.dup_acks += 1;
     match tcb.recovery {
         Some(r) if !r.sack => {
-            // Seed 000: each further duplicate ACK means a packet left the network.
+            // Jacobson 1990: each further duplicate ACK means a packet left the network.
             tcb.inflation += smss as i64;
         }
         Some(_) => {}

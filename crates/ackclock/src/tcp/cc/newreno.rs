@@ -92,7 +92,7 @@ impl CongestionControl for NewReno {
     }
 
     fn on_recovery_end(&mut self, _now: Instant) {
-        // Seed 000: "the congestion window was inflated ... retract it" to ssthresh.
+        // Jacobson 1990: "the congestion window was inflated ... retract it" to ssthresh.
         self.cwnd = self.ssthresh;
     }
 
