@@ -133,8 +133,8 @@ impl World {
         let mut a = Stack::new(config(0), caps, now).ok()?;
         let mut b = Stack::new(config(1), caps, now).ok()?;
         let (ma, mb) = (a.iface().mac(), b.iface().mac());
-        a.iface_mut().arp.insert_static(ADDR[1], mb);
-        b.iface_mut().arp.insert_static(ADDR[0], ma);
+        a.iface_mut().insert_static_neighbor(ADDR[1], mb);
+        b.iface_mut().insert_static_neighbor(ADDR[0], ma);
         let listener = b.tcp_listen(ADDR[1], PORT, 4).ok()?;
         let c = a.tcp_connect(ADDR[1], PORT).ok()?;
         let mut w = World {

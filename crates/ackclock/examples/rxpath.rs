@@ -119,7 +119,7 @@ fn main() {
     cfg.tcp.send_buffer = 4 << 20;
     let mut now = Instant::from_secs(1);
     let mut stack = Stack::new(cfg, caps, now).unwrap();
-    stack.iface_mut().arp.insert_static(PEER, PEER_MAC);
+    stack.iface_mut().insert_static_neighbor(PEER, PEER_MAC);
     let peer = Peer {
         pool: Pool::new(PoolConfig { buffers: n + 64, ..Default::default() }).unwrap(),
         stack_mac: stack.iface().mac(),

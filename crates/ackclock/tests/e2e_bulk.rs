@@ -262,8 +262,8 @@ fn thousand_concurrent_connections_echo_and_close_cleanly() {
     // Resolve the neighbours up front: the ARP queue parks only 4 frames per neighbour
     // (as Linux), so 996 of 1000 simultaneous SYNs would wait for a 1 s retransmission.
     let (mac_a, mac_b) = (p.a.iface().mac(), p.b.iface().mac());
-    p.a.iface_mut().arp.insert_static(B, mac_b);
-    p.b.iface_mut().arp.insert_static(A, mac_a);
+    p.a.iface_mut().insert_static_neighbor(B, mac_b);
+    p.b.iface_mut().insert_static_neighbor(A, mac_a);
     let l = p.b.tcp_listen(B, 7, 1024).unwrap();
     let mut clients: Vec<Client> = (0..N)
         .map(|i| Client {

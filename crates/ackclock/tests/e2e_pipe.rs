@@ -264,19 +264,19 @@ fn frames_parked_for_a_silent_neighbour_expire() {
     while t < t0 + Duration::from_secs(300) {
         a.dispatch(t);
         while a.tx_ring().pop().is_some() {}
-        most_parked = most_parked.max(a.iface().arp.pending_len());
-        if a.tcp_readiness(c).unwrap().error.is_some() && a.iface().arp.pending_len() == 0 {
+        most_parked = most_parked.max(a.iface().arp().pending_len());
+        if a.tcp_readiness(c).unwrap().error.is_some() && a.iface().arp().pending_len() == 0 {
             break;
         }
         let next = a.poll_at().expect("a parked frame or the SYN timer is pending");
-        if a.iface().arp.pending_len() > 0 {
+        if a.iface().arp().pending_len() > 0 {
             assert!(next <= t + Duration::from_secs(3), "poll_at covers the parked frames' deadline");
         }
         t = next.max(t + Duration::from_millis(1));
     }
     assert!(a.tcp_readiness(c).unwrap().error.is_some(), "the connection gave up");
     assert!(most_parked >= 1);
-    assert!(a.iface().arp.pending_expired >= 1);
-    assert_eq!(a.iface().arp.pending_len(), 0);
+    assert!(a.iface().arp().pending_expired >= 1);
+    assert_eq!(a.iface().arp().pending_len(), 0);
     assert_eq!(a.pool().available(), free, "every parked buffer is back");
 }

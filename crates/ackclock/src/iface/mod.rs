@@ -121,7 +121,7 @@ pub struct Interface {
     /// Our MAC and address as `common_tcp` loads them from a frame.
     mac_word: u64,
     addr_word: u32,
-    pub arp: ArpCache,
+    pub(crate) arp: ArpCache,
     ip_ident: u16,
 }
 
@@ -137,6 +137,17 @@ impl Interface {
 
     pub fn config(&self) -> &InterfaceConfig {
         &self.config
+    }
+
+    /// The ARP cache, to look at (entries, frames parked for a next hop, counters).
+    pub fn arp(&self) -> &ArpCache {
+        &self.arp
+    }
+
+    /// A permanent ARP entry: `ip` is at `mac` and is never asked for (as `ip neigh add ...
+    /// nud permanent`), for a peer whose address is known, or a link that does no ARP.
+    pub fn insert_static_neighbor(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.arp.insert_static(ip, mac);
     }
 
     pub fn capabilities(&self) -> &Capabilities {

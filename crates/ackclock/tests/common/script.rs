@@ -240,7 +240,7 @@ impl Script {
     pub fn with_config(c: StackConfig, caps: Capabilities) -> Script {
         let start = Instant::from_secs(100);
         let mut stack = Stack::new(c, caps, start).unwrap();
-        stack.iface_mut().arp.insert_static(PEER, PEER_MAC);
+        stack.iface_mut().insert_static_neighbor(PEER, PEER_MAC);
         let mut s = Script { stack, start, now: start, iss: None, log: vec![], pending: Default::default() };
         // The gratuitous ARP at start-up is not TCP: let it out now.
         s.stack.dispatch(start);

@@ -1,350 +1,24 @@
-//! Segment arrival: RFC 9293 §3.10.7, with RFC 5961's defences, RFC 7323's PAWS and
+//! The full input path: RFC 9293 §3.10.7, with RFC 5961's defences, RFC 7323's PAWS and
 //! RFC 2018/2883's SACK and D-SACK generation.
 //!
 //! The order of checks is the RFC's: sequence number, RST, SYN, ACK, text, FIN. Each rule
 //! cites its section. A segment that reaches here has a verified checksum, except in-order
-//! data with nothing else in it (see [`Deferral`]): its payload checksum is checked during
+//! data with nothing else in it (see [`super::deferred`]): its payload checksum is checked during
 //! the copy to the application, and until then the ACKs we send do not cover it.
 
-use super::cc::Ack;
-use super::env::Env;
-use super::output;
-use super::reasm::Insert;
-use super::recovery;
-use super::seq::SeqNumber;
-use super::stats::DropReason;
-use super::tcb::{ConnError, RxSeg, State, Tcb, Unverified};
-use super::trace;
+use super::*;
 use crate::buf::PBuf;
+use crate::tcp::cc::Ack;
+use crate::tcp::env::Env;
+use crate::tcp::output;
+use crate::tcp::reasm::Insert;
+use crate::tcp::recovery;
+use crate::tcp::seq::SeqNumber;
+use crate::tcp::stats::DropReason;
+use crate::tcp::tcb::{ConnError, RxSeg, State, Tcb, Unverified};
+use crate::tcp::trace;
 use crate::time::{Duration, Instant};
-use crate::wire::{checksum, SackBlocks, TcpFlags};
-use core::net::Ipv4Addr;
-
-/// Header prediction mask (Jacobson 1993): data offset, the SYN/FIN/RST/URG/ACK bits (PSH may
-/// vary), and the window field.
-const FMASK: u32 = 0xf000_0000 | ((0x01 | 0x02 | 0x04 | 0x20 | 0x10) << 16) | 0xffff;
-
-/// The word the fast path expects at bytes 12..16 of a segment (data offset, ACK alone, the
-/// peer's window unchanged), as the TCB keeps it: in wire byte order, so that the fast path
-/// compares the segment's word as it loads it. [`NO_PREDICTION`] when no segment can be
-/// predicted: not ESTABLISHED, recovering, something out of order, no longer reading, or a
-/// window the field cannot express exactly. Recomputed whenever any of that changes.
-pub(crate) fn pred_word(tcb: &Tcb) -> u32 {
-    let raw_wnd = tcb.snd_wnd >> tcb.snd_wscale;
-    if tcb.state != State::Established
-        || tcb.recovery.is_some()
-        || tcb.dupacks != 0
-        || !tcb.ooo.is_empty()
-        || tcb.rcv_fin.is_some()
-        || tcb.shut_rd
-        || raw_wnd > 0xffff
-        || raw_wnd << tcb.snd_wscale != tcb.snd_wnd
-    {
-        return NO_PREDICTION;
-    }
-    let words = if tcb.ts_enabled { 8 } else { 5 };
-    wire((words << 28) | ((TcpFlags::ACK.bits() as u32) << 16) | raw_wnd)
-}
-
-/// No masked word equals it: `FMASK` leaves the reserved bits clear.
-pub(crate) const NO_PREDICTION: u32 = u32::MAX;
-
-/// A 32-bit value as it sits in memory in wire (big-endian) order, read natively.
-const fn wire(x: u32) -> u32 {
-    u32::from_ne_bytes(x.to_be_bytes())
-}
-
-/// What header prediction found in a segment (the `tcp_usrrecv` fast path of Jacobson 1993, BSD's
-/// `tcp_input` header prediction).
-pub(crate) enum Predicted {
-    /// Case (a): in-order data with `ack == snd_una`, fitting the window; the payload starts
-    /// `hl` bytes into the segment. `unverified` when its checksum is deferred to the copy.
-    Data { seq: SeqNumber, hl: usize, len: u32, unverified: Option<Unverified>, tsval: Option<u32> },
-    /// Case (b): a pure ACK of new data, window unchanged.
-    Ack { seq: SeqNumber, ack: SeqNumber, ts: Option<(u32, u32)> },
-    /// Predicted, but the checksum is bad: drop and count it.
-    BadChecksum,
-}
-
-/// Header prediction: one masked compare of the offset/flags/window word against
-/// `tcb.pred_flags`, `seq == rcv_nxt`, and with timestamps the NOP NOP TS layout and PAWS.
-/// `seg` is the TCP segment (header and payload); `checksum_ok` when the device verified it.
-/// `None` sends the segment to the full path, which decides everything again.
-#[inline(always)]
-pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predicted> {
-    let h = seg.first_chunk::<20>()?;
-    let ne = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    // Compared as loaded: `pred_flags` is kept in wire order, and is NO_PREDICTION when off.
-    if ne(12) & wire(FMASK) != tcb.pred_flags {
-        return None;
-    }
-    let seq = SeqNumber(u32::from_be(ne(4)));
-    if seq != tcb.rcv_nxt || (checksum_ok && tcb.rcv_unverified != 0) {
-        // Not next; or verified behind deferred data, which the full path checks first.
-        return None;
-    }
-    let ack = SeqNumber(u32::from_be(ne(8)));
-    // The data offset is part of the prediction: 8 words with timestamps, else 5.
-    let (hl, ts) = if tcb.ts_enabled {
-        let t = seg.first_chunk::<32>()?;
-        let ne = |i: usize| u32::from_ne_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
-        let tsval = u32::from_be(ne(24));
-        if ne(20) != wire(crate::wire::tcp::TS_ONLY_PREFIX) || ts_older(tsval, tcb.ts_recent) {
-            return None; // other options, or PAWS says old: full path
-        }
-        (32, Some((tsval, u32::from_be(ne(28)))))
-    } else {
-        (20, None)
-    };
-    let len = seg.len() - hl;
-    let header_sum = || header_sum(tcb.ph_sum, seg, hl);
-    if len == 0 {
-        // (b) A pure ACK for new data.
-        if !(tcb.snd_una < ack && ack <= tcb.snd_max) {
-            return None;
-        }
-        if !checksum_ok && header_sum() != 0xffff {
-            return Some(Predicted::BadChecksum);
-        }
-        return Some(Predicted::Ack { seq, ack, ts });
-    }
-    // (a) Pure in-order data that fits the window. Small segments are verified at once, by
-    // the full path.
-    if ack != tcb.snd_una || !tcb.fits_window(seq, len as u32) || (!checksum_ok && len < SMALL_SEGMENT) {
-        return None;
-    }
-    let tsval = ts.map(|t| t.0);
-    let unverified = (!checksum_ok).then(|| Unverified { header_sum: header_sum(), tsval });
-    Some(Predicted::Data { seq, hl, len: len as u32, unverified, tsval })
-}
-
-/// The precomputed pseudo-header sum of Jacobson 1993 (`ph_sum`) plus the `hl` (20 or 32) header
-/// bytes of `seg` and its length, the header's words summed as loaded (RFC 1071 §2(B): byte
-/// order does not change a ones'-complement sum). Out of line: with the device's checksum,
-/// the fast path never needs it.
-#[inline(never)]
-fn header_sum(ph_sum: u16, seg: &[u8], hl: usize) -> u16 {
-    let ne = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as u64;
-    let mut words = 0;
-    if let Some(h) = seg.first_chunk::<20>() {
-        words += ne(h, 0) + ne(h, 4) + ne(h, 8) + ne(h, 12) + ne(h, 16);
-    }
-    if let (32, Some(t)) = (hl, seg.first_chunk::<32>()) {
-        words += ne(t, 20) + ne(t, 24) + ne(t, 28);
-    }
-    let sum = u16::from_be(checksum::fold(words));
-    checksum::add(checksum::add(sum, ph_sum), seg.len() as u16)
-}
-
-/// Case (b), a predicted pure ACK: release, sample, grow, wake the writer. Returns whether
-/// the timer wheel must file the connection again.
-#[inline]
-pub(crate) fn fast_ack(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, ack: SeqNumber, ts: Option<(u32, u32)>) -> bool {
-    if let Some((tsval, _)) = ts {
-        if seq <= tcb.last_ack_sent {
-            tcb.ts_recent = tsval;
-            tcb.ts_recent_age = env.now;
-        }
-    }
-    let old_rexmt = tcb.timers.rexmt;
-    ack_advance(env, tcb, ack, ts);
-    tcb.snd_wl1 = seq;
-    tcb.snd_wl2 = ack;
-    if env.trace.on() {
-        let ack = trace::rel(tcb, ack);
-        env.trace.event(env.now, tcb, trace::Event::Ack { ack, sack: [(0, 0); 4], sack_len: 0 });
-        env.trace.sample(env.now, tcb);
-    }
-    tcb.last_rcv = env.now;
-    env.counters.fast_path_acks += 1;
-    // Only the retransmission timer changed. The wheel is lazy (`Tcp::rearm`): a timer
-    // moved later needs no filing, one moved earlier, started or stopped does.
-    match (old_rexmt, tcb.timers.rexmt) {
-        (Some(old), Some(new)) => new < old,
-        (old, new) => old != new,
-    }
-}
-
-/// What the fast path did with a segment it looked at (by reference).
-pub(crate) enum Fast {
-    /// Not predicted: the full path decides.
-    Slow,
-    /// Handled; the frame is not needed (a pure ACK, a tiny segment copied into the tail
-    /// of the receive queue, or a bad checksum, counted).
-    Done,
-    /// In-order data, accounted for: the frame goes into the receive queue.
-    Queue(Queue),
-}
-
-/// Where a predicted data segment's frame goes: connection `idx`'s receive queue, as the
-/// entry for `seq`, with its view cut to the `len` payload bytes at `off`.
-#[derive(Clone, Copy)]
-pub(crate) struct Queue {
-    pub idx: u32,
-    pub seq: SeqNumber,
-    pub off: u32,
-    pub len: u32,
-    pub unverified: Option<Unverified>,
-}
-
-/// Case (a), predicted in-order data (`payload`): the delayed-ACK rule and the receive
-/// state, as if the frame were already queued. Returns whether it must still be queued
-/// (false when it was copied into the queue's tail) and whether the delayed-ACK timer
-/// started.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn fast_data(
-    now: Instant,
-    delayed_ack: Duration,
-    counters: &mut super::stats::Counters,
-    tcb: &mut Tcb,
-    seq: SeqNumber,
-    payload: &[u8],
-    unverified: Option<Unverified>,
-    tsval: Option<u32>,
-) -> (bool, bool) {
-    let had_delack = tcb.timers.delack.is_some();
-    let merged = try_merge(tcb, payload, unverified.is_some());
-    // No out-of-order data: prediction requires an empty out-of-order queue.
-    in_order_received(now, delayed_ack, tcb, seq, payload.len() as u32, unverified.is_some(), tsval, false);
-    tcb.last_rcv = now;
-    counters.fast_path_data += 1;
-    (!merged, had_delack != tcb.timers.delack.is_some())
-}
-
-/// A parsed segment header.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Segment {
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
-    pub src_port: u16,
-    pub dst_port: u16,
-    pub seq: SeqNumber,
-    pub ack: SeqNumber,
-    pub flags: TcpFlags,
-    /// Window field as received (unscaled).
-    pub wnd: u16,
-    pub mss: Option<u16>,
-    pub wscale: Option<u8>,
-    pub sack_permitted: bool,
-    pub ts: Option<(u32, u32)>,
-    pub sack: SackBlocks,
-    /// Payload bytes.
-    pub len: u32,
-    /// Sum of pseudo-header and TCP header (checksum field included).
-    pub header_sum: u16,
-}
-
-impl Segment {
-    /// SEG.LEN: payload plus SYN and FIN (RFC 9293 §3.4).
-    pub fn seg_len(&self) -> u32 {
-        self.len + self.flags.contains(TcpFlags::SYN) as u32 + self.flags.contains(TcpFlags::FIN) as u32
-    }
-}
-
-/// What the caller must do with the connection after a segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Keep,
-    /// SYN-RECEIVED became ESTABLISHED: hand it to its listener's accept queue.
-    Established,
-    /// The connection is gone: free the TCB.
-    Delete,
-    /// A TIME-WAIT connection gives way to a new incarnation (RFC 6191): free it and offer
-    /// the SYN to the listener.
-    Reincarnate,
-}
-
-/// Payload smaller than this is verified at once and copied into the tail of the receive
-/// queue when it fits, instead of holding a whole pbuf: a peer sending tiny segments cannot
-/// exhaust the pool (Afterburner: small packets take the ordinary path).
-pub(crate) const SMALL_SEGMENT: usize = 256;
-
-/// Whether `seg` may have its payload checksum checked later, during the copy to the
-/// application: it must change nothing but `rcv_nxt` (Afterburner's three tests: an
-/// established connection, nothing but data, the next data in sequence) — no SYN/FIN/RST/URG,
-/// an ACK that moves nothing, the same window, no SACK blocks, nothing out of order, and all
-/// of it inside the window.
-#[inline]
-pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
-    tcb.state == State::Established
-        && seg.flags & !(TcpFlags::PSH) == TcpFlags::ACK
-        && seg.seq == tcb.rcv_nxt
-        && seg.ack == tcb.snd_una
-        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
-        && seg.len as usize >= SMALL_SEGMENT
-        // Nothing trimmed: a trimmed segment could not be checked against its header's sum.
-        && tcb.fits_window(seg.seq, seg.len)
-        && seg.sack.is_empty()
-        && tcb.ooo.is_empty()
-        && tcb.rcv_fin.is_none()
-        && !tcb.shut_rd
-}
-
-/// Whether a deferred segment's payload completes its header's sum (`Unverified::header_sum`)
-/// to a good checksum: one sum pass over the payload.
-pub(crate) fn payload_checks(header_sum: u16, payload: &[u8]) -> bool {
-    checksum::add(header_sum, checksum::sum(payload)) == 0xffff
-}
-
-/// Verify every deferred segment of the receive queue now (a sum-only pass), so that
-/// `rcv_nxt` is certain before anything else changes the connection. A bad segment is
-/// dropped with everything queued after it, and `rcv_nxt` goes back to its start: those
-/// bytes were never acknowledged.
-pub(crate) fn verify_pending(env: &mut Env, tcb: &mut Tcb) {
-    while tcb.rcv_unverified > 0 {
-        let idx = tcb.rcvq.len() - tcb.rcv_unverified;
-        let good = {
-            let s = &tcb.rcvq[idx];
-            let u = s.unverified.expect("suffix of rcvq is unverified");
-            payload_checks(u.header_sum, s.buf.data())
-        };
-        if good {
-            accept_verified(env, tcb, idx);
-        } else {
-            reject_from(env, tcb, idx);
-        }
-    }
-}
-
-/// The deferred segment at `idx` checked out: it now counts for ACKs and TS.Recent.
-pub(crate) fn accept_verified(env: &mut Env, tcb: &mut Tcb, idx: usize) {
-    let s = &mut tcb.rcvq[idx];
-    if let Some(u) = s.unverified.take() {
-        tcb.rcv_unverified -= 1;
-        if let Some(tsval) = u.tsval {
-            // RFC 7323 §4.3: record TSval if the segment started at or before Last.ACK.sent.
-            if s.seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
-                tcb.ts_recent = tsval;
-                tcb.ts_recent_age = env.now;
-            }
-        }
-    }
-}
-
-/// The deferred segment at `idx` failed its checksum: drop it and everything after it.
-pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
-    let seq = tcb.rcvq[idx].seq;
-    while tcb.rcvq.len() > idx {
-        if let Some(s) = tcb.rcvq.pop_back() {
-            tcb.rcv_queued -= s.buf.len();
-            if s.unverified.is_some() {
-                tcb.rcv_unverified -= 1;
-            }
-        }
-    }
-    let back = tcb.rcv_nxt.since(seq);
-    tcb.rcv_nxt = seq;
-    tcb.rcv_nxt_pos -= back as u64;
-    tcb.stats.bytes_received -= back as u64;
-    tcb.stats.bad_checksums += 1;
-    env.counters.drop(DropReason::BadChecksum);
-    // The dropped bytes owe no ACK.
-    if tcb.rcv_unverified == 0 && tcb.ack_seq() == tcb.last_ack_sent {
-        tcb.timers.delack = None;
-        tcb.unacked_segs = 0;
-    }
-}
+use crate::wire::TcpFlags;
 
 /// `a` is older than `b` in timestamp space (RFC 7323 §5.2: compared modulo 2^32).
 #[inline]
@@ -765,7 +439,26 @@ pub(crate) fn challenge_ack(env: &mut Env, tcb: &mut Tcb) {
 }
 
 /// SND.UNA < SEG.ACK <= SND.MAX: new data acknowledged.
-fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u32)>) {
+pub(crate) fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u32)>) {
+    let (data_acked, sample) = ack_release(env, tcb, ack, ts);
+    // The ack clock: recovery, or growth outside it.
+    if tcb.recovery.is_some() {
+        recovery::on_ack_in_recovery(env, tcb, data_acked);
+    } else {
+        ack_grow(env, tcb, ack, data_acked, sample);
+    }
+    ack_timer(env, tcb);
+}
+
+/// What every advancing ACK does first: take the RTT sample, free the acknowledged buffers,
+/// move `snd_una`. Returns the data bytes acknowledged (SYN and FIN excluded) and the sample.
+#[inline(always)]
+pub(crate) fn ack_release(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    ack: SeqNumber,
+    ts: Option<(u32, u32)>,
+) -> (u32, Option<Duration>) {
     let acked = ack.since(tcb.snd_una);
     // The SYN occupies iss; our data starts at iss + 1.
     let mut data_acked = acked;
@@ -817,22 +510,28 @@ fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u3
     }
     tcb.stats.bytes_acked += data_acked as u64;
     tcb.retries = 0;
-    // The ack clock: recovery, or growth outside it.
-    if tcb.recovery.is_some() {
-        recovery::on_ack_in_recovery(env, tcb, data_acked);
-    } else {
-        tcb.dupacks = 0;
-        let info = Ack {
-            now: env.now,
-            acked: data_acked,
-            rtt: sample,
-            srtt: tcb.rtt.srtt(),
-            ack_seq: ack.since(tcb.iss) as u64,
-            snd_max: tcb.snd_max.since(tcb.iss) as u64,
-        };
-        tcb.cc.on_ack(&info);
-    }
-    // RFC 6298 §5.2/5.3: restart the timer while data is outstanding, stop it when not.
+    (data_acked, sample)
+}
+
+/// Outside recovery: the duplicate-ACK count resets and the congestion window grows.
+#[inline(always)]
+pub(crate) fn ack_grow(env: &Env, tcb: &mut Tcb, ack: SeqNumber, data_acked: u32, sample: Option<Duration>) {
+    tcb.dupacks = 0;
+    let info = Ack {
+        now: env.now,
+        acked: data_acked,
+        rtt: sample,
+        srtt: tcb.rtt.srtt(),
+        ack_seq: ack.since(tcb.iss) as u64,
+        snd_max: tcb.snd_max.since(tcb.iss) as u64,
+    };
+    tcb.cc.on_ack(&info);
+}
+
+/// RFC 6298 §5.2/5.3: restart the retransmission timer while data is outstanding, stop it
+/// when not.
+#[inline(always)]
+pub(crate) fn ack_timer(env: &mut Env, tcb: &mut Tcb) {
     if tcb.snd_una == tcb.snd_max {
         tcb.timers.rexmt = None;
         tcb.rexmt_start = None;
@@ -942,27 +641,48 @@ fn receive_in_order(
     if !try_merge(tcb, payload.data(), unverified.is_some()) {
         tcb.rcvq.push_frame(seq, payload, 0, len, unverified);
     }
-    in_order_received(now, delayed_ack, tcb, seq, len, unverified.is_some(), ts.map(|t| t.0), had_ooo);
+    let checksum = if unverified.is_some() { Checksum::Deferred } else { Checksum::Verified };
+    let arrival = if had_ooo { Arrival::FilledHole } else { Arrival::Next };
+    in_order_received(now, delayed_ack, tcb, seq, len, checksum, ts.map(|t| t.0), arrival);
     if had_ooo {
         drain_ooo(tcb);
     }
 }
 
+/// Whether a received segment's payload checksum is known good yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checksum {
+    /// Verified (by the device or the stack).
+    Verified,
+    /// To be verified during the copy to the application (see `deferred`).
+    Deferred,
+}
+
+/// Where in-order data landed relative to the out-of-order queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// At the end of the in-order data, nothing waiting behind it.
+    Next,
+    /// It filled a hole: out-of-order data waited behind it (RFC 5681 §4.2: ACK at once).
+    FilledHole,
+}
+
 /// The receive state after `len` in-order bytes at `seq` joined the receive queue:
-/// rcv_nxt, TS.Recent, and the delayed-ACK rule (`filled_hole` when out-of-order data
-/// waited behind them).
+/// rcv_nxt, TS.Recent, and the delayed-ACK rule.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn in_order_received(
+pub(crate) fn in_order_received(
     now: Instant,
     delayed_ack: Duration,
     tcb: &mut Tcb,
     seq: SeqNumber,
     len: u32,
-    unverified: bool,
+    checksum: Checksum,
     tsval: Option<u32>,
-    filled_hole: bool,
+    arrival: Arrival,
 ) {
+    let unverified = checksum == Checksum::Deferred;
+    let filled_hole = arrival == Arrival::FilledHole;
     // A deferred segment is never merged (`try_merge`): it is the newest queue entry.
     if unverified {
         tcb.rcv_unverified += 1;
@@ -993,7 +713,7 @@ fn in_order_received(
 /// does not hold a pbuf; only verified data, behind verified data (the copy would lose a
 /// deferred checksum). Returns whether `payload` was copied.
 #[inline(always)]
-fn try_merge(tcb: &mut Tcb, payload: &[u8], unverified: bool) -> bool {
+pub(crate) fn try_merge(tcb: &mut Tcb, payload: &[u8], unverified: bool) -> bool {
     !unverified && payload.len() < SMALL_SEGMENT && tcb.rcv_unverified == 0 && merge_into_tail(tcb, payload)
 }
 

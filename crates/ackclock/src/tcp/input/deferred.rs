@@ -1,0 +1,101 @@
+//! The deferred receive checksum (Afterburner, Dalton et al. 1993): in-order data whose
+//! checksum the device did not verify is queued unverified and checked during the copy to the
+//! application. Until then no ACK covers it; a segment that fails is dropped with everything
+//! queued after it, and `rcv_nxt` goes back to its start.
+
+use super::*;
+use crate::tcp::env::Env;
+use crate::tcp::stats::DropReason;
+use crate::tcp::tcb::{State, Tcb};
+use crate::wire::{checksum, TcpFlags};
+
+/// Payload smaller than this is verified at once and copied into the tail of the receive
+/// queue when it fits, instead of holding a whole pbuf: a peer sending tiny segments cannot
+/// exhaust the pool (Afterburner: small packets take the ordinary path).
+pub(crate) const SMALL_SEGMENT: usize = 256;
+
+/// Whether `seg` may have its payload checksum checked later, during the copy to the
+/// application: it must change nothing but `rcv_nxt` (Afterburner's three tests: an
+/// established connection, nothing but data, the next data in sequence) — no SYN/FIN/RST/URG,
+/// an ACK that moves nothing, the same window, no SACK blocks, nothing out of order, and all
+/// of it inside the window.
+#[inline]
+pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
+    tcb.state == State::Established
+        && seg.flags & !(TcpFlags::PSH) == TcpFlags::ACK
+        && seg.seq == tcb.rcv_nxt
+        && seg.ack == tcb.snd_una
+        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
+        && seg.len as usize >= SMALL_SEGMENT
+        // Nothing trimmed: a trimmed segment could not be checked against its header's sum.
+        && tcb.fits_window(seg.seq, seg.len)
+        && seg.sack.is_empty()
+        && tcb.ooo.is_empty()
+        && tcb.rcv_fin.is_none()
+        && !tcb.shut_rd
+}
+
+/// Whether a deferred segment's payload completes its header's sum (`Unverified::header_sum`)
+/// to a good checksum: one sum pass over the payload.
+pub(crate) fn payload_checks(header_sum: u16, payload: &[u8]) -> bool {
+    checksum::add(header_sum, checksum::sum(payload)) == 0xffff
+}
+
+/// Verify every deferred segment of the receive queue now (a sum-only pass), so that
+/// `rcv_nxt` is certain before anything else changes the connection. A bad segment is
+/// dropped with everything queued after it, and `rcv_nxt` goes back to its start: those
+/// bytes were never acknowledged.
+pub(crate) fn verify_pending(env: &mut Env, tcb: &mut Tcb) {
+    while tcb.rcv_unverified > 0 {
+        let idx = tcb.rcvq.len() - tcb.rcv_unverified;
+        let good = {
+            let s = &tcb.rcvq[idx];
+            let u = s.unverified.expect("suffix of rcvq is unverified");
+            payload_checks(u.header_sum, s.buf.data())
+        };
+        if good {
+            accept_verified(env, tcb, idx);
+        } else {
+            reject_from(env, tcb, idx);
+        }
+    }
+}
+
+/// The deferred segment at `idx` checked out: it now counts for ACKs and TS.Recent.
+pub(crate) fn accept_verified(env: &mut Env, tcb: &mut Tcb, idx: usize) {
+    let s = &mut tcb.rcvq[idx];
+    if let Some(u) = s.unverified.take() {
+        tcb.rcv_unverified -= 1;
+        if let Some(tsval) = u.tsval {
+            // RFC 7323 §4.3: record TSval if the segment started at or before Last.ACK.sent.
+            if s.seq <= tcb.last_ack_sent && !ts_older(tsval, tcb.ts_recent) {
+                tcb.ts_recent = tsval;
+                tcb.ts_recent_age = env.now;
+            }
+        }
+    }
+}
+
+/// The deferred segment at `idx` failed its checksum: drop it and everything after it.
+pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
+    let seq = tcb.rcvq[idx].seq;
+    while tcb.rcvq.len() > idx {
+        if let Some(s) = tcb.rcvq.pop_back() {
+            tcb.rcv_queued -= s.buf.len();
+            if s.unverified.is_some() {
+                tcb.rcv_unverified -= 1;
+            }
+        }
+    }
+    let back = tcb.rcv_nxt.since(seq);
+    tcb.rcv_nxt = seq;
+    tcb.rcv_nxt_pos -= back as u64;
+    tcb.stats.bytes_received -= back as u64;
+    tcb.stats.bad_checksums += 1;
+    env.counters.drop(DropReason::BadChecksum);
+    // The dropped bytes owe no ACK.
+    if tcb.rcv_unverified == 0 && tcb.ack_seq() == tcb.last_ack_sent {
+        tcb.timers.delack = None;
+        tcb.unacked_segs = 0;
+    }
+}
