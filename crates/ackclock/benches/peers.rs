@@ -250,15 +250,16 @@ struct Pattern {
 impl Pattern {
     fn new() -> Pattern {
         let mut table = vec![0u8; PERIOD + CHUNK];
-        for (i, b) in table.iter_mut().enumerate() {
-            // xorshift64* of the 8-byte word's index, a byte of it by position in the word.
-            let i = i % PERIOD;
-            let mut x = (i as u64 / 8) ^ 0x9e37_79b9_7f4a_7c15;
+        for (w, word) in table[..PERIOD].chunks_mut(8).enumerate() {
+            // xorshift64* of the 8-byte word's index.
+            let mut x = w as u64 ^ 0x9e37_79b9_7f4a_7c15;
             x ^= x >> 12;
             x ^= x << 25;
             x ^= x >> 27;
-            *b = (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> (8 * (i % 8))) as u8;
+            let bytes = x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+            word.copy_from_slice(&bytes[..word.len()]);
         }
+        table.copy_within(..CHUNK, PERIOD);
         Pattern { table }
     }
 
@@ -310,6 +311,8 @@ trait Peers {
     fn poll_at(&mut self, now_us: u64) -> Option<u64>;
     /// Frames sent by the sender and by the receiver so far.
     fn frames(&self) -> (u64, u64);
+    /// The payload of a full-sized data segment.
+    fn mss(&mut self) -> usize;
     /// A line of the stacks' own counters, for the record.
     fn describe(&self) -> String;
 }
@@ -326,6 +329,8 @@ struct Outcome {
     rounds: u64,
     stalls: u64,
     virtual_us: u64,
+    /// The payload of a full-sized data segment.
+    mss: usize,
 }
 
 impl Outcome {
@@ -412,7 +417,15 @@ fn transfer<P: Peers>(p: &mut P, stack: &str, pat: &Pattern, bytes: u64, now: &m
     }
     let secs = t0.elapsed().as_secs_f64();
     let (a, b) = p.frames();
-    Outcome { secs, data_frames: a - frames_a, ack_frames: b - frames_b, rounds, stalls, virtual_us: *now - start_us }
+    Outcome {
+        secs,
+        data_frames: a - frames_a,
+        ack_frames: b - frames_b,
+        rounds,
+        stalls,
+        virtual_us: *now - start_us,
+        mss: p.mss(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -597,6 +610,10 @@ mod ack {
 
         fn frames(&self) -> (u64, u64) {
             self.frames
+        }
+
+        fn mss(&mut self) -> usize {
+            self.a.tcp_info(self.client).map_or(0, |i| i.eff_mss as usize)
         }
 
         fn describe(&self) -> String {
@@ -852,6 +869,13 @@ mod smol {
             (w.frames[0], w.frames[1])
         }
 
+        /// IP MTU - 40: smoltcp sends no TCP options on data segments unless timestamps
+        /// are on, and it has no accessor for its send MSS.
+        fn mss(&mut self) -> usize {
+            let ts = if self.a.socket().timestamp_enabled() { 12 } else { 0 };
+            self.a.dev.caps.max_transmission_unit - 14 - 40 - ts
+        }
+
         fn describe(&self) -> String {
             "smoltcp keeps no counters".to_string()
         }
@@ -964,13 +988,13 @@ fn main() {
         let r = run_one(which, &cell, &pat, o.bytes);
         // One line for scripts/callgrind-peers.
         println!(
-            "stack={} cell=\"{}\" bytes={} data_segments={} acks={} payload_per_segment={:.0} rounds={} stalls={} virtual_us={} secs={:.3}",
+            "stack={} cell=\"{}\" bytes={} data_segments={} acks={} mss={} rounds={} stalls={} virtual_us={} secs={:.3}",
             which.name(),
             cell.label(),
             o.bytes,
             r.data_frames,
             r.ack_frames,
-            o.bytes as f64 / r.data_frames as f64,
+            r.mss,
             r.rounds,
             r.stalls,
             r.virtual_us,
