@@ -18,9 +18,10 @@
 //!
 //! Time is virtual: it advances 1 µs per round, and when no frame is in flight it jumps to the
 //! earliest timer of either endpoint. Such a jump is a stall (a transfer waiting on a timer);
-//! stalls are counted and reported, since the wall-clock figure does not show them. Throughput
-//! is wall-clock time from the first write to the last byte checked; connection setup is not
-//! timed.
+//! stalls are counted and reported, since the measured time does not show them. Throughput
+//! is bytes per CPU time of the thread (the machine is shared: time spent descheduled counts
+//! for neither stack) from the first write to the last byte checked, with the ratio per
+//! wall-clock time printed beside it; connection setup is not timed.
 //!
 //! The sender writes a pseudo-random pattern (xorshift64* by position, with a prime period
 //! of about 1 MiB, so that no segment or buffer size lines it up with itself), and the
@@ -33,10 +34,11 @@
 //!
 //! `--callgrind ackclock|smoltcp` runs one transfer of one cell and nothing else (no
 //! baseline, no iperf3), for `scripts/callgrind-peers`, which divides the whole process's
-//! instructions by the data segments sent.
+//! instructions by the data segments (bytes / MSS).
 //!
-//! Linux over loopback (two iperf3 processes on 127.0.0.1, the kernel's stack) is measured in
-//! the same run as a reference when iperf3 is on the PATH.
+//! Linux over loopback (two iperf3 processes on 127.0.0.1, the kernel's stack, with the same
+//! congestion control, Nagle and buffer settings) is measured in the same run as a reference
+//! when iperf3 is on the PATH, per CPU time of both processes and per wall-clock time.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -401,7 +403,7 @@ fn advance<P: Peers>(p: &mut P, now: &mut u64, stalls: &mut u64) {
 }
 
 /// Move `bytes` of the pattern from the sender's application to the receiver's, checking
-/// every byte; returns the wall-clock time and counts. Not inlined, so that callgrind can
+/// every byte; returns the times taken and counts. Not inlined, so that callgrind can
 /// count it apart (`--toggle-collect`).
 #[inline(never)]
 fn transfer<P: Peers>(p: &mut P, stack: &str, pat: &Pattern, bytes: u64, now: &mut u64) -> Outcome {
@@ -468,14 +470,14 @@ mod ack {
     use ackclock::phy::{Batch, Capabilities, Device, DeviceStats};
     use ackclock::tcp::cc::Algorithm;
     use ackclock::time::Instant;
-    use ackclock::{Error, Shutdown, Stack, StackConfig, TcpHandle};
+    use ackclock::{Error, Stack, StackConfig, TcpHandle};
     use core::net::Ipv4Addr;
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
-    /// An endpoint's view of the queues for one poll: frames in from `rx`, out to `tx`, at
-    /// most `left` of them.
+    /// An endpoint's device for one poll's ingress: frames in from `rx`, at most `left` of
+    /// them (egress takes the frames from the stack's transmit ring itself).
     struct Port<'a> {
         rx: &'a mut VecDeque<PBuf>,
         left: usize,
@@ -532,8 +534,8 @@ mod ack {
         let buffer_size = mtu + 18 + DEFAULT_HEADROOM;
         let segments = 256 * 1024 / (mtu - 52) + 1;
         c.pool = PoolConfig { buffers: 4 * segments + 256, buffer_size, headroom: DEFAULT_HEADROOM };
-        // The rings hold one poll's frames.
-        c.batch = fpp.unwrap_or(64).min(64);
+        // The rings hold one poll's frames (with `all`, 64 at a time, again while full).
+        c.batch = fpp.unwrap_or(64);
         c
     }
 
@@ -568,11 +570,6 @@ mod ack {
             });
             p.server = server.unwrap();
             p
-        }
-
-        /// The sender's FIN and the end of the connections, for a clean finish.
-        pub fn finish(&mut self) {
-            let _ = self.a.tcp_shutdown(self.client, Shutdown::Write);
         }
     }
 
@@ -850,10 +847,6 @@ mod smol {
             settle(&mut p, now, |p| p.a.socket().may_send() && p.b.socket().may_recv());
             p
         }
-
-        pub fn finish(&mut self) {
-            self.a.socket().close();
-        }
     }
 
     impl Peers for Smol {
@@ -922,14 +915,11 @@ fn run_one(which: Which, cell: &Cell, pat: &Pattern, bytes: u64) -> Outcome {
             let mut p = ack::Ack::new(cell, &mut now);
             let o = transfer(&mut p, "ackclock", pat, bytes, &mut now);
             assert_eq!(p.dropped(), 0, "ackclock dropped frames at a full transmit ring: {}", p.describe());
-            p.finish();
             o
         }
         Which::Smoltcp => {
             let mut p = smol::Smol::new(cell, &mut now);
-            let o = transfer(&mut p, "smoltcp", pat, bytes, &mut now);
-            p.finish();
-            o
+            transfer(&mut p, "smoltcp", pat, bytes, &mut now)
         }
     }
 }
