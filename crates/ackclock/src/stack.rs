@@ -133,9 +133,9 @@ impl Stack {
     /// Process one received frame.
     ///
     /// Header prediction runs across the layers first (Jacobson 1993's "one straight run"): a
-    /// common frame ([`Interface::common_tcp`]) carrying the segment its connection expects
-    /// goes from the frame to the receive queue (or to the ACK's effects) in one pass,
-    /// without the layers' full checks. Everything else takes them, out of line.
+    /// common frame (untagged Ethernet, IPv4 with a 20-byte header, to us, TCP) with the segment
+    /// its connection expects goes from the frame to the receive queue (or to the ACK's effects)
+    /// in one pass, without the layers' full checks. Everything else takes them, out of line.
     #[inline]
     pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);

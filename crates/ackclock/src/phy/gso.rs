@@ -54,8 +54,8 @@ impl Segmenter {
         self.stats
     }
 
-    /// How many frames `frame` becomes: [`piece_count`] of its payload, 1 if it is not a
-    /// GSO_TCPV4 frame that can be cut.
+    /// How many frames `frame` becomes: its payload length divided by `gso_size`, rounded up
+    /// (at least 1), or 1 if it is not a GSO_TCPV4 frame that can be cut.
     pub fn pieces(frame: &PBuf) -> usize {
         let mss = frame.meta.gso_size as usize;
         match Headers::parse(frame) {

@@ -1,5 +1,5 @@
-//! TCP, split the way BSD splits it: [`input`] (segment arrival), [`output`] (what to send),
-//! [`timer`] (what time does), plus the connection control block ([`tcb`]), the RTO
+//! TCP, split the way BSD splits it: `input` (segment arrival), `output` (what to send),
+//! `timer` (what time does), plus the connection control block (`tcb`), the RTO
 //! estimator ([`rtt`]), the out-of-order queue ([`reasm`]), sequence numbers ([`seq`]), the
 //! timing wheel ([`wheel`]), and the connection table here.
 //!
