@@ -171,10 +171,12 @@ impl Tcp {
         self.gso_max = max;
     }
 
+    /// The settings every connection starts from.
     pub fn config(&self) -> &TcpConfig {
         &self.config
     }
 
+    /// Stack-wide counters.
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
