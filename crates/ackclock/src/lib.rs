@@ -67,6 +67,7 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
+#![warn(missing_docs)]
 
 pub mod buf;
 pub mod iface;

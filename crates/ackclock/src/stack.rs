@@ -26,8 +26,11 @@ use crate::time::Instant;
 /// Everything a stack is made from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StackConfig {
+    /// The interface's addresses and settings.
     pub iface: InterfaceConfig,
+    /// TCP's settings.
     pub tcp: TcpConfig,
+    /// Sizes of the packet-buffer pool, allocated once when the stack is made.
     pub pool: PoolConfig,
     /// Frames moved per device call.
     pub batch: usize,
@@ -92,18 +95,22 @@ impl Stack {
         })
     }
 
+    /// The interface.
     pub fn iface(&self) -> &Interface {
         &self.iface
     }
 
+    /// The interface, mutably (e.g. to add static ARP entries).
     pub fn iface_mut(&mut self) -> &mut Interface {
         &mut self.iface
     }
 
+    /// All TCP state of the stack: connections, listeners, settings and counters.
     pub fn tcp(&self) -> &Tcp {
         &self.tcp
     }
 
+    /// The packet-buffer pool frames are built in.
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
@@ -133,9 +140,9 @@ impl Stack {
     /// Process one received frame.
     ///
     /// Header prediction runs across the layers first (Jacobson 1993's "one straight run"): a
-    /// common frame ([`Interface::common_tcp`]) carrying the segment its connection expects
-    /// goes from the frame to the receive queue (or to the ACK's effects) in one pass,
-    /// without the layers' full checks. Everything else takes them, out of line.
+    /// common frame (untagged Ethernet, IPv4 with a 20-byte header, to us, TCP) with the segment
+    /// its connection expects goes from the frame to the receive queue (or to the ACK's effects)
+    /// in one pass, without the layers' full checks. Everything else takes them, out of line.
     #[inline]
     pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);

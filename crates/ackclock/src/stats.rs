@@ -1,7 +1,7 @@
 //! Stack-wide counters, like `netstat -s`, and the reasons a frame or segment is dropped.
 //!
 //! Every layer counts here (the interface its link and IP drops, TCP its segments), so this
-//! module sits below all of them. Each drop reason is listed once, in [`counters!`]'s
+//! module sits below all of them. Each drop reason is listed once, in the `counters!`
 //! invocation below, which makes the enum, its counter field, and the code that counts and
 //! sums them.
 

@@ -18,24 +18,31 @@ impl Instant {
     /// The epoch.
     pub const ZERO: Instant = Instant { nanos: 0 };
 
+    /// `nanos` nanoseconds after the epoch.
     pub const fn from_nanos(nanos: u64) -> Instant {
         Instant { nanos }
     }
+    /// `micros` microseconds after the epoch, saturating at `u64::MAX` nanoseconds.
     pub const fn from_micros(micros: u64) -> Instant {
         Instant { nanos: micros.saturating_mul(1_000) }
     }
+    /// `millis` milliseconds after the epoch, saturating at `u64::MAX` nanoseconds.
     pub const fn from_millis(millis: u64) -> Instant {
         Instant { nanos: millis.saturating_mul(1_000_000) }
     }
+    /// `secs` seconds after the epoch, saturating at `u64::MAX` nanoseconds.
     pub const fn from_secs(secs: u64) -> Instant {
         Instant { nanos: secs.saturating_mul(1_000_000_000) }
     }
+    /// Nanoseconds since the epoch.
     pub const fn total_nanos(self) -> u64 {
         self.nanos
     }
+    /// Whole microseconds since the epoch, rounded down.
     pub const fn total_micros(self) -> u64 {
         self.nanos / 1_000
     }
+    /// Whole milliseconds since the epoch, rounded down.
     pub const fn total_millis(self) -> u64 {
         self.nanos / 1_000_000
     }

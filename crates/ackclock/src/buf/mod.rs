@@ -71,18 +71,23 @@ impl Flags {
     /// (transmit), or coalesced by it (receive).
     pub const GSO_TCPV4: Flags = Flags(1 << 3);
 
+    /// No flags set.
     pub const fn empty() -> Flags {
         Flags(0)
     }
+    /// Whether every flag set in `other` is also set in `self`.
     pub const fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
     }
+    /// Set every flag set in `other`.
     pub fn insert(&mut self, other: Flags) {
         self.0 |= other.0;
     }
+    /// Clear every flag set in `other`.
     pub fn remove(&mut self, other: Flags) {
         self.0 &= !other.0;
     }
+    /// The flags as raw bits (bit 0 is [`Flags::SUM_CACHED`]).
     pub const fn bits(self) -> u16 {
         self.0
     }
@@ -123,12 +128,15 @@ impl fmt::Debug for Flags {
 /// Per-handle packet metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Meta {
+    /// Which of the fields below are valid and what the device is asked to do with this packet.
     pub flags: Flags,
     /// Cached ones'-complement sum (see [`crate::wire::checksum`]) of the buffer bytes
     /// `[sum_start, sum_start + sum_len)`, in buffer offsets, so it survives prepending
     /// headers. Valid when `flags` has [`Flags::SUM_CACHED`].
     pub sum: u16,
+    /// Buffer offset of the first byte covered by `sum`.
     pub sum_start: u32,
+    /// Number of bytes covered by `sum`.
     pub sum_len: u32,
     /// Checksum offload: where the checksummed region starts, counted from the data start.
     pub csum_start: u16,
@@ -206,6 +214,7 @@ impl PBuf {
         self.len as usize
     }
 
+    /// Whether the data is empty.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -63,6 +63,7 @@ pub struct ArpCache {
 }
 
 impl ArpCache {
+    /// An empty cache with these settings.
     pub fn new(config: ArpConfig) -> ArpCache {
         ArpCache {
             config,
@@ -192,6 +193,7 @@ impl ArpCache {
         self.entries.len()
     }
 
+    /// Whether the cache holds no entries.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -22,13 +22,17 @@ use core::net::Ipv4Addr;
 /// Addresses and settings of one interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InterfaceConfig {
+    /// The interface's Ethernet address: the source of its frames and the answer to ARP requests for `addr`.
     pub mac: EthernetAddress,
+    /// The interface's IPv4 address.
     pub addr: Ipv4Addr,
+    /// Length of the network prefix in bits (0 to 32); destinations inside it are on the link.
     pub prefix_len: u8,
     /// Next hop for destinations outside the prefix; without one they are unreachable.
     pub gateway: Option<Ipv4Addr>,
     /// TTL of sent packets (Linux default 64).
     pub ttl: u8,
+    /// Settings of the neighbour (ARP) cache.
     pub arp: ArpConfig,
     /// Take TCP segments addressed to any unicast IPv4 address, not only `addr`, and answer
     /// from the address they were sent to: a transparent proxy's interface (tun2socks-style),
@@ -90,16 +94,19 @@ fn ipv4_header_ok(frame: &[u8; 34]) -> bool {
 }
 
 impl TcpIngress {
+    /// The segment from `src` to `dst`, `len` bytes long, with `checksum_ok` if its checksum is already verified.
     pub fn new(src: Ipv4Addr, dst: Ipv4Addr, len: u32, checksum_ok: bool) -> TcpIngress {
         let (s, d) = (src.octets(), dst.octets());
         TcpIngress { addrs: [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]], len, checksum_ok }
     }
 
+    /// Source address of the segment's IPv4 header.
     pub fn src(&self) -> Ipv4Addr {
         let a = &self.addrs;
         Ipv4Addr::new(a[0], a[1], a[2], a[3])
     }
 
+    /// Destination address of the segment's IPv4 header.
     pub fn dst(&self) -> Ipv4Addr {
         let a = &self.addrs;
         Ipv4Addr::new(a[4], a[5], a[6], a[7])
@@ -121,11 +128,13 @@ pub struct Interface {
     /// Our MAC and address as `common_tcp` loads them from a frame.
     mac_word: u64,
     addr_word: u32,
+    /// The neighbour cache that resolves next hops to Ethernet addresses.
     pub(crate) arp: ArpCache,
     ip_ident: u16,
 }
 
 impl Interface {
+    /// An interface with these settings, on a device with these capabilities.
     pub fn new(config: InterfaceConfig, caps: Capabilities) -> Interface {
         let mask = if config.prefix_len == 0 { 0 } else { u32::MAX << (32 - config.prefix_len as u32) };
         let m = config.mac.0;
@@ -135,6 +144,7 @@ impl Interface {
         Interface { config, caps, mask, mac_word, addr_word, arp: ArpCache::new(config.arp), ip_ident: 0 }
     }
 
+    /// The interface's settings.
     pub fn config(&self) -> &InterfaceConfig {
         &self.config
     }
@@ -150,14 +160,17 @@ impl Interface {
         self.arp.insert_static(ip, mac);
     }
 
+    /// The capabilities of the device below the interface.
     pub fn capabilities(&self) -> &Capabilities {
         &self.caps
     }
 
+    /// The interface's IPv4 address.
     pub fn addr(&self) -> Ipv4Addr {
         self.config.addr
     }
 
+    /// The interface's Ethernet address.
     pub fn mac(&self) -> EthernetAddress {
         self.config.mac
     }

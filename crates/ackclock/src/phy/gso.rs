@@ -50,12 +50,13 @@ impl Segmenter {
         Segmenter { pool, stats: GsoStats::default() }
     }
 
+    /// Counters of the frames cut so far.
     pub fn stats(&self) -> GsoStats {
         self.stats
     }
 
-    /// How many frames `frame` becomes: [`piece_count`] of its payload, 1 if it is not a
-    /// GSO_TCPV4 frame that can be cut.
+    /// How many frames `frame` becomes: its payload length divided by `gso_size`, rounded up
+    /// (at least 1), or 1 if it is not a GSO_TCPV4 frame that can be cut.
     pub fn pieces(frame: &PBuf) -> usize {
         let mss = frame.meta.gso_size as usize;
         match Headers::parse(frame) {
@@ -129,14 +130,17 @@ impl<D: Device> SoftGso<D> {
         SoftGso { inner, cutter, out: Batch::with_capacity(buffers.max(1)), dropped: 0 }
     }
 
+    /// The wrapped device.
     pub fn inner(&self) -> &D {
         &self.inner
     }
 
+    /// The wrapped device, mutably.
     pub fn inner_mut(&mut self) -> &mut D {
         &mut self.inner
     }
 
+    /// Counters of the cutting, with the frames the wrapped device could not take counted as dropped.
     pub fn gso_stats(&self) -> GsoStats {
         let mut s = self.cutter.stats();
         s.dropped += self.dropped;

@@ -18,6 +18,7 @@ use std::collections::BinaryHeap;
 /// Random loss.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Loss {
+    /// No loss.
     #[default]
     None,
     /// Each frame is lost independently with this probability.
@@ -29,7 +30,16 @@ pub enum Loss {
     /// The chain moves per frame, not per unit of time (as netem's `gemodel`), so a sparse
     /// flow, such as a sender backing off its retransmission timer, stays in a bad state
     /// for as many of its own frames as a dense one.
-    GilbertElliott { p: f64, r: f64, loss_good: f64, loss_bad: f64 },
+    GilbertElliott {
+        /// Chance (0 to 1) of moving from the good state to the bad one after a frame.
+        p: f64,
+        /// Chance (0 to 1) of moving from the bad state to the good one after a frame.
+        r: f64,
+        /// Chance (0 to 1) that a frame is lost in the good state.
+        loss_good: f64,
+        /// Chance (0 to 1) that a frame is lost in the bad state.
+        loss_bad: f64,
+    },
 }
 
 impl Loss {
@@ -66,7 +76,9 @@ impl Loss {
 /// Reordering: a frame is held back by `extra_delay` with `probability`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Reorder {
+    /// Chance (0 to 1) that a frame is held back.
     pub probability: f64,
+    /// How much longer than the other frames a held-back frame is delayed.
     pub extra_delay: Duration,
 }
 
@@ -75,9 +87,11 @@ pub struct Reorder {
 pub struct Impairment {
     /// Added to every frame.
     pub delay: Duration,
+    /// Which frames are lost.
     pub loss: Loss,
     /// Deliver a frame twice with this probability.
     pub duplicate: f64,
+    /// Whether and how frames are reordered; `None` keeps their order.
     pub reorder: Option<Reorder>,
 }
 
@@ -90,9 +104,13 @@ impl Impairment {
 /// Counters of one direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ImpairStats {
+    /// Frames released to the other side after their delay (duplicates included).
     pub passed: u64,
+    /// Frames dropped by the loss model.
     pub lost: u64,
+    /// Frames delivered twice.
     pub duplicated: u64,
+    /// Frames held back by `extra_delay` to reorder them.
     pub reordered: u64,
     /// Dropped because the delay queue was full.
     pub overflow: u64,
@@ -238,10 +256,12 @@ impl<D: Device> Impaired<D> {
         self.cutter.as_ref().map(Segmenter::stats).unwrap_or_default()
     }
 
+    /// The wrapped device.
     pub fn inner(&self) -> &D {
         &self.inner
     }
 
+    /// The wrapped device, mutably.
     pub fn inner_mut(&mut self) -> &mut D {
         &mut self.inner
     }

@@ -65,9 +65,13 @@ impl Capabilities {
 /// Counters every device keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DeviceStats {
+    /// Frames received from the link and handed to the stack.
     pub rx_frames: u64,
+    /// Bytes in the frames counted by `rx_frames`.
     pub rx_bytes: u64,
+    /// Frames taken from the stack and sent on the link.
     pub tx_frames: u64,
+    /// Bytes in the frames counted by `tx_frames`.
     pub tx_bytes: u64,
     /// Frames dropped on transmit because the device's queue was full.
     pub tx_dropped: u64,
@@ -139,21 +143,25 @@ impl Batch {
         Ok(())
     }
 
+    /// Number of frames in the batch.
     #[inline]
     pub fn len(&self) -> usize {
         self.frames.len()
     }
 
+    /// Whether the batch holds no frames.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
 
+    /// Whether the batch holds `capacity` frames, so a push would fail.
     #[inline]
     pub fn is_full(&self) -> bool {
         self.frames.len() >= self.capacity
     }
 
+    /// Most frames the batch holds.
     pub fn capacity(&self) -> usize {
         self.capacity
     }

@@ -25,7 +25,9 @@ pub const DEFAULT_SNAPLEN: u32 = 262_144;
 /// Timestamp resolution of a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
+    /// Microsecond timestamps (magic `0xa1b2c3d4`).
     Micros,
+    /// Nanosecond timestamps (magic `0xa1b23c4d`).
     Nanos,
 }
 
@@ -86,18 +88,22 @@ impl<W: Write> PcapWriter<W> {
         self.records
     }
 
+    /// The timestamp resolution of the records.
     pub fn resolution(&self) -> Resolution {
         self.resolution
     }
 
+    /// Flush the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
+    /// The underlying writer.
     pub fn get_ref(&self) -> &W {
         &self.out
     }
 
+    /// The underlying writer, mutably.
     pub fn get_mut(&mut self) -> &mut W {
         &mut self.out
     }
@@ -127,18 +133,22 @@ pub struct Capture<D, W: Write> {
 }
 
 impl<D: Device, W: Write> Capture<D, W> {
+    /// Wrap `inner`, recording its frames into `pcap`.
     pub fn new(inner: D, pcap: PcapWriter<W>) -> Capture<D, W> {
         Capture { inner, pcap, error: None, offered: 0 }
     }
 
+    /// The wrapped device.
     pub fn get_ref(&self) -> &D {
         &self.inner
     }
 
+    /// The wrapped device, mutably.
     pub fn get_mut(&mut self) -> &mut D {
         &mut self.inner
     }
 
+    /// The capture being written.
     pub fn writer(&self) -> &PcapWriter<W> {
         &self.pcap
     }

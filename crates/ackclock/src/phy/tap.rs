@@ -72,6 +72,7 @@ pub enum TapMode {
 /// How a TAP is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TapConfig {
+    /// Whether frames carry virtio-net headers (offloads) or not.
     pub mode: TapMode,
     /// The IP MTU of the link (the kernel side's MTU; 1500 unless it was changed).
     pub mtu: usize,
@@ -228,6 +229,7 @@ impl Tap {
         &self.name
     }
 
+    /// The settings the TAP was opened with.
     pub fn config(&self) -> &TapConfig {
         &self.config
     }
@@ -243,6 +245,7 @@ impl Tap {
         &self.pool
     }
 
+    /// The TAP-specific counters (offloads, receives without a buffer).
     pub fn counters(&self) -> &TapCounters {
         &self.counters
     }

@@ -68,11 +68,14 @@ pub fn serialization(bytes: usize, rate_bps: u64) -> Duration {
 /// One end of a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Side {
+    /// The end whose frames travel on [`LinkConfig::a_to_b`].
     A,
+    /// The end whose frames travel on [`LinkConfig::b_to_a`].
     B,
 }
 
 impl Side {
+    /// The end at the other side of the link.
     pub const fn other(self) -> Side {
         match self {
             Side::A => Side::B,
@@ -97,11 +100,13 @@ pub enum QueueLimit {
 /// What goes wrong on one direction of a link. All probabilities are per frame.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Impairments {
+    /// Which frames are lost on the medium.
     pub loss: Loss,
     /// Flip one random bit of the frame (in a copy).
     pub corrupt: f64,
     /// Deliver the frame twice.
     pub duplicate: f64,
+    /// Whether and how frames are reordered; `None` keeps their order.
     pub reorder: Option<Reorder>,
 }
 
@@ -114,6 +119,7 @@ pub struct Channel {
     pub delay: Duration,
     /// The sending end's queue.
     pub queue: QueueLimit,
+    /// What goes wrong on this direction.
     pub impairments: Impairments,
 }
 
@@ -143,6 +149,7 @@ pub enum Duplex {
 pub struct LinkConfig {
     /// The IP MTU both ends report in their [`Capabilities`].
     pub mtu: usize,
+    /// Whether the two directions share one medium.
     pub duplex: Duplex,
     /// Frames sent by end A.
     pub a_to_b: Channel,
@@ -225,6 +232,7 @@ impl LinkConfig {
         }
     }
 
+    /// The channel carrying frames sent by `from`, mutably.
     pub fn channel_mut(&mut self, from: Side) -> &mut Channel {
         match from {
             Side::A => &mut self.a_to_b,
@@ -269,6 +277,7 @@ impl LinkConfig {
 pub struct LinkStats {
     /// Frames (and their bytes) the sending end accepted into its queue.
     pub enqueued: u64,
+    /// Bytes of the frames counted by `enqueued`.
     pub enqueued_bytes: u64,
     /// Frames dropped because the queue was full.
     pub queue_drops: u64,
@@ -276,11 +285,15 @@ pub struct LinkStats {
     pub transmitted: u64,
     /// Frames (and bytes) handed to the receiving end, duplicates included.
     pub delivered: u64,
+    /// Bytes of the frames counted by `delivered`.
     pub delivered_bytes: u64,
-    /// Impairments applied.
+    /// Frames lost after serializing them onto the medium.
     pub lost: u64,
+    /// Frames delivered with one bit flipped.
     pub corrupted: u64,
+    /// Frames delivered twice.
     pub duplicated: u64,
+    /// Frames delivered `extra_delay` late, so that frames behind them overtake them.
     pub reordered: u64,
     /// Frames to corrupt that were dropped instead because no copy buffer could be made.
     pub copy_failures: u64,
@@ -288,6 +301,7 @@ pub struct LinkStats {
     pub busy: Duration,
     /// Largest queue seen, in frames and in bytes.
     pub max_queue: usize,
+    /// Largest queue seen, in bytes.
     pub max_queue_bytes: usize,
 }
 
@@ -404,6 +418,7 @@ impl Link {
         }
     }
 
+    /// The link's configuration.
     pub fn config(&self) -> &LinkConfig {
         &self.config
     }
@@ -617,6 +632,7 @@ pub struct LinkEnd<'a> {
 }
 
 impl LinkEnd<'_> {
+    /// Which end of the link this is.
     pub fn side(&self) -> Side {
         self.side
     }

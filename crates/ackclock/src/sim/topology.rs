@@ -32,12 +32,19 @@ pub struct DumbbellConfig {
 /// through the routers (see [`world`](super::world)). Up to 254 pairs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dumbbell {
+    /// The sending hosts, pair `i` at index `i`.
     pub senders: Vec<NodeId>,
+    /// The receiving hosts, pair `i` at index `i`.
     pub receivers: Vec<NodeId>,
+    /// The router the senders attach to (side A of the bottleneck).
     pub left: NodeId,
+    /// The router the receivers attach to (side B of the bottleneck).
     pub right: NodeId,
+    /// Each sender's link to the left router, in the order of `senders`.
     pub sender_links: Vec<LinkId>,
+    /// Each receiver's link to the right router, in the order of `receivers`.
     pub receiver_links: Vec<LinkId>,
+    /// The link between the two routers.
     pub bottleneck: LinkId,
 }
 
@@ -45,10 +52,12 @@ pub struct Dumbbell {
 pub const DUMBBELL_PREFIX: u8 = 16;
 
 impl Dumbbell {
+    /// Address of sender `i`: `10.0.1.(i+1)`.
     pub const fn sender_addr(i: usize) -> Ipv4Addr {
         Ipv4Addr::new(10, 0, 1, i as u8 + 1)
     }
 
+    /// Address of receiver `i`: `10.0.2.(i+1)`.
     pub const fn receiver_addr(i: usize) -> Ipv4Addr {
         Ipv4Addr::new(10, 0, 2, i as u8 + 1)
     }

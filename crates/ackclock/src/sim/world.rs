@@ -68,6 +68,7 @@ impl NodeId {
 pub struct LinkId(u32);
 
 impl LinkId {
+    /// Position in the order links were added.
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -159,6 +160,7 @@ impl World {
         }
     }
 
+    /// The seed the world was made with, from which its links' randomness is derived.
     pub fn seed(&self) -> u64 {
         self.seed
     }
@@ -289,6 +291,7 @@ impl World {
         }
     }
 
+    /// Link `id`.
     pub fn link(&self, id: LinkId) -> &Link {
         &self.links[id.index()]
     }

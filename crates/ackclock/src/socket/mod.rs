@@ -110,8 +110,11 @@ pub enum Event {
 /// Which directions to shut down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
+    /// Stop reading: queued data is discarded, and data arriving later resets the connection.
     Read,
+    /// Stop writing: a FIN follows the queued data, and reading goes on (a half-close).
     Write,
+    /// Both `Read` and `Write`.
     Both,
 }
 
@@ -128,6 +131,7 @@ pub struct Readiness {
     pub closed: bool,
     /// Why it ended, if abnormally.
     pub error: Option<Error>,
+    /// The connection's TCP state (RFC 9293 §3.3.2).
     pub state: State,
 }
 

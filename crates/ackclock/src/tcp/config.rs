@@ -113,15 +113,22 @@ impl Default for TcpConfig {
 /// Per-socket overrides, set before connect/listen or on an accepted stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SocketOptions {
+    /// Receive buffer of this connection, bytes (see [`TcpConfig::recv_buffer`]).
     pub recv_buffer: usize,
+    /// Send buffer of this connection, bytes (see [`TcpConfig::send_buffer`]).
     pub send_buffer: usize,
+    /// Disable Nagle's algorithm on this connection (RFC 9293 §3.7.4).
     pub nodelay: bool,
+    /// Keep-alive probing of this connection; `None` disables it.
     pub keepalive: Option<KeepAlive>,
+    /// Abort when data stays unacknowledged this long (RFC 5482); `None` leaves only the retry limit.
     pub user_timeout: Option<Duration>,
+    /// Congestion control of this connection.
     pub congestion: Algorithm,
 }
 
 impl SocketOptions {
+    /// Options for one socket, taken from the stack-wide defaults in `c`.
     pub fn from_config(c: &TcpConfig) -> Self {
         SocketOptions {
             recv_buffer: c.recv_buffer,

@@ -22,6 +22,7 @@ pub type SipHasher24 = SipHasher<2, 4>;
 pub type SipHasher13 = SipHasher<1, 3>;
 
 impl<const C: usize, const D: usize> SipHasher<C, D> {
+    /// A hasher keyed with the 128-bit `key`.
     pub fn new(key: [u64; 2]) -> Self {
         let [k0, k1] = key;
         SipHasher {
@@ -102,6 +103,7 @@ pub struct KeyedState {
 }
 
 impl KeyedState {
+    /// A builder of SipHash-1-3 hashers keyed with the 128-bit `key`.
     pub fn new(key: [u64; 2]) -> Self {
         KeyedState { key }
     }

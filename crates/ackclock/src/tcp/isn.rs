@@ -16,10 +16,12 @@ pub struct IsnGenerator {
 }
 
 impl IsnGenerator {
+    /// A generator keyed with the 128-bit secret `key`.
     pub fn new(key: [u64; 2]) -> Self {
         IsnGenerator { key }
     }
 
+    /// The ISN at `now` for the connection from `local` to `remote`.
     pub fn isn(&self, now: Instant, local: (Ipv4Addr, u16), remote: (Ipv4Addr, u16)) -> SeqNumber {
         let mut h = SipHasher24::new(self.key);
         h.write(&local.0.octets());

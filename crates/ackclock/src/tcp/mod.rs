@@ -1,7 +1,9 @@
-//! TCP, split the way BSD splits it: [`input`] (segment arrival), [`output`] (what to send),
-//! [`timer`] (what time does), plus the connection control block ([`tcb`]), the RTO
-//! estimator ([`rtt`]), the out-of-order queue ([`reasm`]), sequence numbers ([`seq`]), the
-//! timing wheel ([`wheel`]), and the connection table here.
+//! TCP, split the way BSD splits it: `input` (segment arrival: demultiplexing, header
+//! prediction, the full path), `output` (what to send), `timer` (what time does), `table`
+//! (the connection table, as `in_pcb.c`), `usrreq` (the protocol side of the user requests,
+//! as `tcp_usrreq.c`), plus the connection control block (`tcb`), the RTO estimator
+//! ([`rtt`]), the out-of-order queue (`reasm`), sequence numbers ([`seq`]), the timing wheel
+//! (`wheel`) and congestion control ([`cc`]).
 //!
 //! This module owns every connection of a stack. Lookups go through a one-entry last-hit
 //! cache (BSD's `tcp_last_inpcb`), then a keyed hash of the 4-tuple; listeners are found by
@@ -150,10 +152,12 @@ impl Tcp {
         self.gso_max = max;
     }
 
+    /// The settings every connection starts from.
     pub fn config(&self) -> &TcpConfig {
         &self.config
     }
 
+    /// Stack-wide counters.
     pub fn counters(&self) -> &Counters {
         &self.counters
     }

@@ -72,15 +72,30 @@ pub enum Insert {
     /// The buffer was empty: nothing was stored and no recency changed.
     Empty,
     /// Every byte of `[start, end)` was new and is now stored.
-    New { start: u64, end: u64, block: (u64, u64) },
+    New {
+        /// Position of the segment's first byte.
+        start: u64,
+        /// Position just past the segment's last byte.
+        end: u64,
+        /// The contiguous block of held bytes that contains the segment, half-open.
+        block: (u64, u64),
+    },
     /// Every byte of `[start, end)` was already held; the segment was dropped. The whole range
     /// is the D-SACK block (RFC 2883 §4, rule (1)).
-    Duplicate { start: u64, end: u64, block: (u64, u64) },
+    Duplicate {
+        /// Position of the segment's first byte.
+        start: u64,
+        /// Position just past the segment's last byte.
+        end: u64,
+        /// The contiguous block of held bytes that contains the segment, half-open.
+        block: (u64, u64),
+    },
     /// Some bytes were held already and some were new.
     PartialDuplicate {
         /// From the first to the end of the last new byte stored. May enclose held bytes when
         /// the segment filled several holes; `new_bytes` counts the new bytes exactly.
         new: (u64, u64),
+        /// Bytes of the segment that were new and are now stored.
         new_bytes: usize,
         /// The first contiguous run of duplicated bytes: the D-SACK block (RFC 2883 §4: a
         /// segment that duplicates several separate runs reports one of them; we report the
@@ -88,6 +103,7 @@ pub enum Insert {
         dup: (u64, u64),
         /// All duplicated bytes of the segment, for counting.
         dup_bytes: usize,
+        /// The contiguous block of held bytes that contains the segment, half-open.
         block: (u64, u64),
     },
 }
@@ -355,6 +371,7 @@ pub struct OutOfOrderQueue {
 }
 
 impl OutOfOrderQueue {
+    /// An empty queue.
     pub fn new() -> Self {
         Self::default()
     }
@@ -533,6 +550,7 @@ impl OutOfOrderQueue {
         self.blocks.len()
     }
 
+    /// Whether no segment is held.
     pub fn is_empty(&self) -> bool {
         self.segs.q.is_empty()
     }
@@ -555,6 +573,7 @@ impl OutOfOrderQueue {
         self.bytes = 0;
     }
 
+    /// Counters of what the queue was given and dropped.
     pub fn stats(&self) -> ReasmStats {
         self.stats
     }

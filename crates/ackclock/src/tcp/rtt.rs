@@ -67,6 +67,7 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl RttEstimator {
+    /// An estimator without samples, its RTO `initial_rto` clamped to `[min_rto, max_rto]`.
     pub fn new(config: RttConfig) -> RttEstimator {
         let (min_us, max_us, g_us) =
             (micros(config.min_rto), micros(config.max_rto).max(1), micros(config.granularity));
@@ -149,6 +150,7 @@ impl RttEstimator {
         self.samples
     }
 
+    /// The estimator's settings.
     pub fn config(&self) -> &RttConfig {
         &self.config
     }

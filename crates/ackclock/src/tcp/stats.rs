@@ -9,7 +9,9 @@ use crate::time::Duration;
 /// Counters kept by each connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConnStats {
+    /// Segments received on this connection.
     pub segs_in: u64,
+    /// Segments sent, each segment of an offload frame counted (as Linux counts them).
     pub segs_out: u64,
     /// Payload bytes sent, retransmissions included.
     pub bytes_sent: u64,
@@ -43,24 +45,36 @@ pub struct ConnStats {
 /// A snapshot of one connection, like Linux's `struct tcp_info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpInfo {
+    /// The connection's TCP state (RFC 9293 §3.3.2).
     pub state: State,
+    /// Smoothed round-trip time (SRTT, RFC 6298); `None` before the first sample.
     pub srtt: Option<Duration>,
+    /// Round-trip time variation (RTTVAR, RFC 6298); zero before the first sample.
     pub rttvar: Duration,
+    /// Retransmission timeout, with its current backoff.
     pub rto: Duration,
     /// Congestion window, bytes.
     pub cwnd: u32,
+    /// Slow-start threshold, bytes (RFC 5681).
     pub ssthresh: u32,
-    /// Send and advertised-receive windows, bytes.
+    /// Send window (SND.WND): the window the peer last advertised, scaled, bytes.
     pub snd_wnd: u32,
+    /// The receive window last advertised, from rcv_nxt to its right edge, bytes.
     pub rcv_wnd: u32,
-    /// Send MSS and the payload of a full-sized segment.
+    /// Send MSS: the peer's advertised MSS bounded by ours (RFC 9293 §3.7.1).
     pub smss: u16,
+    /// The payload of a full-sized segment: `smss` less the options every segment carries.
     pub eff_mss: u16,
+    /// The peer's window-scale shift, applied to the windows it sends (RFC 7323 §2).
     pub snd_wscale: u8,
+    /// Our window-scale shift, applied to the windows we send (RFC 7323 §2).
     pub rcv_wscale: u8,
+    /// Whether timestamps were negotiated (RFC 7323 §3).
     pub timestamps: bool,
+    /// Whether SACK was negotiated (RFC 2018).
     pub sack: bool,
     /// Bytes in flight.
     pub flight: u32,
+    /// The connection's counters.
     pub stats: ConnStats,
 }

@@ -17,16 +17,27 @@ use std::collections::VecDeque;
 /// The eleven states of RFC 9293 §3.3.2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
+    /// CLOSED: no connection.
     Closed,
+    /// LISTEN: waiting for a SYN from any remote TCP and port.
     Listen,
+    /// SYN-SENT: our SYN sent, waiting for the peer's SYN and the ACK of ours.
     SynSent,
+    /// SYN-RECEIVED: SYN received and SYN-ACK sent, waiting for the ACK of our SYN.
     SynReceived,
+    /// ESTABLISHED: open; data may flow both ways.
     Established,
+    /// FIN-WAIT-1: we closed and sent our FIN, waiting for its ACK or the peer's FIN.
     FinWait1,
+    /// FIN-WAIT-2: our FIN is acknowledged, waiting for the peer's FIN.
     FinWait2,
+    /// CLOSE-WAIT: the peer's FIN received, waiting for the application to close.
     CloseWait,
+    /// CLOSING: both FINs sent, the peer's received, waiting for the ACK of ours.
     Closing,
+    /// LAST-ACK: the peer closed first and our FIN is sent, waiting for its ACK.
     LastAck,
+    /// TIME-WAIT: both FINs exchanged and acknowledged, waiting 2 MSL before the 4-tuple may be reused.
     TimeWait,
 }
 
@@ -68,9 +79,13 @@ impl fmt::Display for State {
 /// A connection's 4-tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FourTuple {
+    /// Our IPv4 address.
     pub local_addr: Ipv4Addr,
+    /// Our TCP port.
     pub local_port: u16,
+    /// The peer's IPv4 address.
     pub remote_addr: Ipv4Addr,
+    /// The peer's TCP port.
     pub remote_port: u16,
 }
 

@@ -14,20 +14,27 @@ use crate::time::Instant;
 pub struct Sample {
     /// Congestion window in force (with recovery inflation), bytes.
     pub cwnd: u32,
+    /// Slow-start threshold, bytes.
     pub ssthresh: u32,
     /// Microseconds; 0 before the first RTT sample.
     pub srtt_us: u64,
+    /// RTTVAR, microseconds; 0 before the first RTT sample.
     pub rttvar_us: u64,
+    /// Retransmission timeout with its current backoff, microseconds.
     pub rto_us: u64,
     /// Bytes in flight.
     pub flight: u32,
     /// Sequence numbers relative to the ISS (so the first data byte is 1).
     pub snd_una: u64,
+    /// snd_nxt: the next sequence number to send, relative to the ISS.
     pub snd_nxt: u64,
+    /// snd_max: the highest sequence number sent, relative to the ISS.
     pub snd_max: u64,
+    /// Send window (SND.WND): the window the peer last advertised, scaled, bytes.
     pub snd_wnd: u32,
     /// Window we last advertised, bytes.
     pub rcv_wnd: u32,
+    /// Whether a fast recovery (NewReno or SACK) is in progress.
     pub in_recovery: bool,
 }
 
@@ -37,9 +44,24 @@ pub enum Event {
     /// State after an ACK was processed (or another change worth sampling).
     Sample(Sample),
     /// A data segment left: relative sequence range, and whether it was sent before.
-    Sent { seq: u64, len: u32, retransmit: bool },
+    Sent {
+        /// Sequence number of the first payload byte, relative to the ISS.
+        seq: u64,
+        /// Payload bytes.
+        len: u32,
+        /// Whether this range was sent before.
+        retransmit: bool,
+    },
     /// An ACK arrived: relative cumulative ACK and the SACK blocks (relative, up to 4).
-    Ack { ack: u64, sack: [(u64, u64); 4], sack_len: u8 },
+    Ack {
+        /// The cumulative acknowledgement, relative to the ISS.
+        ack: u64,
+        /// The SACK blocks as half-open `(left, right)` edges relative to the ISS; only the
+        /// first `sack_len` are meaningful.
+        sack: [(u64, u64); 4],
+        /// Number of SACK blocks the ACK carried (0 to 4).
+        sack_len: u8,
+    },
     /// The connection changed state.
     State(State),
     /// Fast retransmit: recovery began.
@@ -53,8 +75,11 @@ pub enum Event {
 /// One trace record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
+    /// When it happened (the `now` of the call that recorded it).
     pub time: Instant,
+    /// The connection it happened to.
     pub conn: FourTuple,
+    /// What happened.
     pub event: Event,
 }
 

@@ -127,6 +127,7 @@ impl TimerWheel {
         self.len
     }
 
+    /// Whether no entry is scheduled.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -220,10 +220,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
 /// The high-level content of an Ethernet/IPv4 ARP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ArpRepr {
+    /// Opcode (`ar$op`): request, reply, or another value carried through.
     pub operation: ArpOperation,
+    /// Sender hardware address (`ar$sha`).
     pub source_hardware_addr: EthernetAddress,
+    /// Sender protocol address (`ar$spa`).
     pub source_protocol_addr: Ipv4Addr,
+    /// Target hardware address (`ar$tha`); not meaningful in a request (RFC 826).
     pub target_hardware_addr: EthernetAddress,
+    /// Target protocol address (`ar$tpa`).
     pub target_protocol_addr: Ipv4Addr,
 }
 

@@ -272,7 +272,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
 /// The high-level content of an Ethernet header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EthernetRepr {
+    /// Source MAC address.
     pub src_addr: EthernetAddress,
+    /// Destination MAC address.
     pub dst_addr: EthernetAddress,
     /// The payload type (after the VLAN tag, if any).
     pub ethertype: EtherType,

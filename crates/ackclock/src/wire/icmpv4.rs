@@ -242,11 +242,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Icmpv4Repr<'a> {
     /// Echo request (type 8, code 0).
-    EchoRequest { ident: u16, seq_no: u16, data: &'a [u8] },
+    EchoRequest {
+        /// Identifier, to match replies to requests.
+        ident: u16,
+        /// Sequence number, to match replies to requests.
+        seq_no: u16,
+        /// The data after the header, which the reply echoes.
+        data: &'a [u8],
+    },
     /// Echo reply (type 0, code 0).
-    EchoReply { ident: u16, seq_no: u16, data: &'a [u8] },
+    EchoReply {
+        /// Identifier of the request answered.
+        ident: u16,
+        /// Sequence number of the request answered.
+        seq_no: u16,
+        /// The request's data, echoed.
+        data: &'a [u8],
+    },
     /// Destination unreachable (type 3).
     DstUnreachable {
+        /// Why the datagram could not be delivered: the message's code.
         reason: DstUnreachable,
         /// The next-hop MTU for [`DstUnreachable::FRAG_NEEDED`] (RFC 1191 §4); zero for
         /// every other reason (parse reads it only for code 4, emit writes it only then).

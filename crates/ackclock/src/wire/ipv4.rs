@@ -384,13 +384,19 @@ pub struct Fragment {
 /// The high-level content of an IPv4 header. Options are not represented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ipv4Repr {
+    /// Source address.
     pub src_addr: Ipv4Addr,
+    /// Destination address.
     pub dst_addr: Ipv4Addr,
+    /// Protocol of the payload (6 for TCP).
     pub protocol: IpProtocol,
     /// Length of the data after the header (total length − header length).
     pub payload_len: usize,
+    /// Time to live: hops left before a router discards the packet.
     pub ttl: u8,
+    /// Identification, shared by the fragments of one datagram (RFC 791 §3.1).
     pub ident: u16,
+    /// Don't Fragment: routers must drop the packet rather than fragment it.
     pub dont_frag: bool,
     /// The whole second byte: DSCP (high 6 bits) and ECN (low 2 bits).
     pub dscp_ecn: u8,

@@ -191,7 +191,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
 /// [`emit`](Self::emit); the payload is the caller's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UdpRepr {
+    /// Source port.
     pub src_port: u16,
+    /// Destination port.
     pub dst_port: u16,
 }
 

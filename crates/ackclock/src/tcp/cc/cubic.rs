@@ -50,6 +50,7 @@ struct Rounds {
     samples: u32,
 }
 
+/// CUBIC's window (RFC 9438) in integer arithmetic, optionally with HyStart++ (RFC 9406).
 #[derive(Debug, Clone)]
 pub struct Cubic {
     config: CubicConfig,
@@ -98,6 +99,7 @@ pub(crate) fn icbrt(x: u128) -> u128 {
 }
 
 impl Cubic {
+    /// A controller for send MSS `smss` with an initial window of `iw_segments` (RFC 6928: 10).
     pub fn new(smss: u32, iw_segments: u32, config: CubicConfig) -> Cubic {
         let smss = smss.max(1);
         let cwnd = initial_window(smss, iw_segments);

@@ -22,7 +22,10 @@ pub enum Algorithm {
     #[default]
     NewReno,
     /// RFC 9438, optionally with HyStart++ (RFC 9406).
-    Cubic { hystart: bool },
+    Cubic {
+        /// Leave slow start early when the RTT rises (HyStart++, RFC 9406).
+        hystart: bool,
+    },
 }
 
 impl Algorithm {
@@ -35,6 +38,7 @@ impl Algorithm {
         }
     }
 
+    /// Short name of the algorithm: `newreno`, `cubic` or `cubic+hystart`.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::NewReno => "newreno",
@@ -47,6 +51,7 @@ impl Algorithm {
 /// An acknowledgement of new data, outside recovery.
 #[derive(Debug, Clone, Copy)]
 pub struct Ack {
+    /// When the ACK arrived.
     pub now: Instant,
     /// Bytes newly acknowledged.
     pub acked: u32,
@@ -57,11 +62,13 @@ pub struct Ack {
     /// The cumulative ACK and the highest sequence number sent, as offsets from the ISS:
     /// algorithms that count rounds (HyStart++) use them.
     pub ack_seq: u64,
+    /// Highest sequence number sent (BSD's snd_max), as an offset from the ISS.
     pub snd_max: u64,
 }
 
 /// A congestion-control algorithm.
 pub trait CongestionControl: fmt::Debug + Send {
+    /// The algorithm's name, as [`Algorithm::name`] spells it.
     fn name(&self) -> &'static str;
     /// Congestion window, bytes.
     fn cwnd(&self) -> u32;

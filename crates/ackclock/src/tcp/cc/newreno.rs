@@ -6,6 +6,7 @@
 use super::{initial_window, Ack, CongestionControl};
 use crate::time::Instant;
 
+/// NewReno's window (RFC 5681, RFC 6582, RFC 3465).
 #[derive(Debug, Clone)]
 pub struct NewReno {
     smss: u32,
@@ -18,6 +19,7 @@ pub struct NewReno {
 }
 
 impl NewReno {
+    /// A controller for send MSS `smss` with an initial window of `iw_segments` (RFC 6928: 10).
     pub fn new(smss: u32, iw_segments: u32) -> NewReno {
         let smss = smss.max(1);
         // RFC 5681 §3.1: ssthresh starts "arbitrarily high".

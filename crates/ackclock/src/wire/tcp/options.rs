@@ -117,13 +117,13 @@ pub enum TcpOption<'a> {
     },
 }
 
-/// Iterator over an option byte slice ([`TcpPacket::options`]), yielding each option or
-/// `Err(BadOption)`.
+/// Iterator over an option byte slice ([`TcpPacket::options`](super::TcpPacket::options)),
+/// yielding each option or `Err(BadOption)`.
 ///
 /// Stops after `EndOfList` (the rest is padding) and after the first error: a bad length
 /// byte makes everything after it unparseable, and a known option with the wrong length
 /// means the header cannot be trusted (RFC 9293 §3.1 asks receivers to be prepared for
-/// such options; [`TcpRepr::parse`] rejects the segment).
+/// such options; [`TcpRepr::parse`](super::TcpRepr::parse) rejects the segment).
 #[derive(Debug, Clone)]
 pub struct TcpOptions<'a> {
     rest: &'a [u8],
