@@ -28,6 +28,7 @@ use ackclock::wire::{
 use ackclock::{Shutdown, Stack, StackConfig, TcpHandle};
 use libfuzzer_sys::fuzz_target;
 use std::collections::VecDeque;
+use std::net::SocketAddrV4;
 
 const ADDR: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)];
 const PORT: u16 = 80;
@@ -135,8 +136,8 @@ impl World {
         let (ma, mb) = (a.iface().mac(), b.iface().mac());
         a.iface_mut().insert_static_neighbor(ADDR[1], mb);
         b.iface_mut().insert_static_neighbor(ADDR[0], ma);
-        let listener = b.tcp_listen(ADDR[1], PORT, 4).ok()?;
-        let c = a.tcp_connect(ADDR[1], PORT).ok()?;
+        let listener = b.tcp_listen(SocketAddrV4::new(ADDR[1], PORT), 4).ok()?;
+        let c = a.tcp_connect(SocketAddrV4::new(ADDR[1], PORT)).ok()?;
         let mut w = World {
             stacks: [a, b],
             link: [VecDeque::new(), VecDeque::new()],
@@ -394,7 +395,7 @@ impl World {
                         stack.tcp_accept(self.listener)
                     } else {
                         let port = if r.u8() & 1 == 0 { PORT } else { r.u16() };
-                        stack.tcp_connect(ADDR[1], port)
+                        stack.tcp_connect(SocketAddrV4::new(ADDR[1], port))
                     };
                     if let Ok(h) = got {
                         self.handles[side].push(h);

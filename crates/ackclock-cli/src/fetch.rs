@@ -16,6 +16,7 @@ use clap::Args;
 use core::net::Ipv4Addr;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -184,7 +185,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: ackclock\r\nAccept: */*\r\nConnection: close\r\n\r\n"
     );
-    let handle = stack.tcp_connect(addr, port).map_err(|e| format!("connect {addr}:{port}: {e}"))?;
+    let handle = stack.tcp_connect(SocketAddrV4::new(addr, port)).map_err(|e| format!("connect {addr}:{port}: {e}"))?;
     let mut client = Client {
         handle,
         request: request.into_bytes(),

@@ -939,7 +939,11 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         args.listen
             .0
             .iter()
-            .map(|&port| stack.tcp_listen(Ipv4Addr::UNSPECIFIED, port, 128).map_err(|e| format!("listen {port}: {e}")))
+            .map(|&port| {
+                stack
+                    .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 128)
+                    .map_err(|e| format!("listen {port}: {e}"))
+            })
             .collect::<Result<_, _>>()?
     };
     let ports = args.listen.0.iter().map(u16::to_string).collect::<Vec<_>>().join(",");

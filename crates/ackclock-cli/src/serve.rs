@@ -24,6 +24,7 @@ use ackclock::{Error, ListenerHandle, Stack, TcpHandle};
 use clap::Args;
 use core::net::Ipv4Addr;
 use std::io::Write;
+use std::net::SocketAddrV4;
 use std::process::ExitCode;
 
 /// Serve discard (9), echo (7), chargen (19) and HTTP (80, `GET /bytes/N`) on a TAP device.
@@ -66,7 +67,10 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)]
             .into_iter()
             .map(|(port, svc)| {
-                stack.tcp_listen(any, port, 128).map(|l| (l, svc)).map_err(|e| format!("listen {port}: {e}"))
+                stack
+                    .tcp_listen(SocketAddrV4::new(any, port), 128)
+                    .map(|l| (l, svc))
+                    .map_err(|e| format!("listen {port}: {e}"))
             })
             .collect::<Result<_, _>>()?;
     let (name, tap_mode, netns) = (&link.name, link.mode(), args.link.netns.as_deref());

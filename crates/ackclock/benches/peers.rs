@@ -43,6 +43,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::net::SocketAddrV4;
 use std::process::{Command, Stdio};
 use std::rc::Rc;
 use std::time::Instant as WallClock;
@@ -550,8 +551,8 @@ mod ack {
             let t = Instant::from_micros(*now);
             let mut a = Stack::new(config(A, 1, cell.mtu, cell.tx_fpp), caps, t).expect("stack a");
             let mut b = Stack::new(config(B, 2, cell.mtu, cell.rx_fpp), caps, t).expect("stack b");
-            let l = b.tcp_listen(B, 80, 16).expect("listen");
-            let client = a.tcp_connect(B, 80).expect("connect");
+            let l = b.tcp_listen(SocketAddrV4::new(B, 80), 16).expect("listen");
+            let client = a.tcp_connect(SocketAddrV4::new(B, 80)).expect("connect");
             let mut p = Ack {
                 a,
                 b,

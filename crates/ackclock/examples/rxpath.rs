@@ -18,6 +18,7 @@ use ackclock::wire::{
 };
 use ackclock::{Stack, StackConfig, TcpHandle};
 use core::net::Ipv4Addr;
+use std::net::SocketAddrV4;
 
 const LOCAL: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -127,7 +128,7 @@ fn main() {
     drain(&mut stack, now);
 
     // Handshake with timestamps (the common case the fast path predicts).
-    let listener = stack.tcp_listen(LOCAL, 80, 4).unwrap();
+    let listener = stack.tcp_listen(SocketAddrV4::new(LOCAL, 80), 4).unwrap();
     stack.process(now, peer.frame(PEER_ISS, 0, TcpFlags::SYN, Some((100, 0)), Some(7), 0));
     let synack = drain(&mut stack, now)[0];
     let iss = synack.0;

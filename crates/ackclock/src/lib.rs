@@ -30,7 +30,7 @@
 //! use ackclock::phy::{pipe, Device, PipeConfig};
 //! use ackclock::time::{Duration, Instant};
 //! use ackclock::{Stack, StackConfig};
-//! use core::net::Ipv4Addr;
+//! use core::net::{Ipv4Addr, SocketAddrV4};
 //!
 //! let (a_addr, b_addr) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
 //! let (mut da, mut db) = pipe(PipeConfig::default());
@@ -39,8 +39,8 @@
 //! let mut a = Stack::new(config(a_addr), da.capabilities(), now).unwrap();
 //! let mut b = Stack::new(config(b_addr), db.capabilities(), now).unwrap();
 //!
-//! let listener = b.tcp_listen(b_addr, 7, 16).unwrap();
-//! let client = a.tcp_connect(b_addr, 7).unwrap();
+//! let listener = b.tcp_listen(SocketAddrV4::new(b_addr, 7), 16).unwrap();
+//! let client = a.tcp_connect(SocketAddrV4::new(b_addr, 7)).unwrap();
 //! let (mut server, mut sent, mut got) = (None, false, Vec::new());
 //! while got.len() < 5 {
 //!     // The loop every embedder writes: receive, application, transmit, advance time.

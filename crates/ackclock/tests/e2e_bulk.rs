@@ -9,6 +9,7 @@ use ackclock::time::Duration;
 use ackclock::{Error, Shutdown, Stack, StackConfig, TcpHandle};
 use common::{config, Pair, A, B};
 use sha2::{Digest, Sha256};
+use std::net::SocketAddrV4;
 
 /// A deterministic pseudo-random byte stream (xorshift64*), produced in blocks so that any
 /// split into chunks concatenates to the same bytes.
@@ -264,10 +265,10 @@ fn thousand_concurrent_connections_echo_and_close_cleanly() {
     let (mac_a, mac_b) = (p.a.iface().mac(), p.b.iface().mac());
     p.a.iface_mut().insert_static_neighbor(B, mac_b);
     p.b.iface_mut().insert_static_neighbor(A, mac_a);
-    let l = p.b.tcp_listen(B, 7, 1024).unwrap();
+    let l = p.b.tcp_listen(SocketAddrV4::new(B, 7), 1024).unwrap();
     let mut clients: Vec<Client> = (0..N)
         .map(|i| Client {
-            conn: p.a.tcp_connect(B, 7).unwrap(),
+            conn: p.a.tcp_connect(SocketAddrV4::new(B, 7)).unwrap(),
             msg: message(i, LEN),
             sent: 0,
             shut: false,

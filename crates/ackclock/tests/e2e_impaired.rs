@@ -8,6 +8,7 @@ use ackclock::sim::{Loss, Reorder};
 use ackclock::time::{Duration, Instant};
 use ackclock::{Error, Shutdown, Stack};
 use common::{config, A, B};
+use std::net::SocketAddrV4;
 
 #[test]
 fn transfer_survives_loss_delay_reordering_and_duplication() {
@@ -24,8 +25,8 @@ fn transfer_survives_loss_delay_reordering_and_duplication() {
     let caps = Capabilities::ethernet(1500);
     let mut a = Stack::new(config(A, 1), caps, now).unwrap();
     let mut b = Stack::new(config(B, 2), caps, now).unwrap();
-    let l = b.tcp_listen(B, 80, 4).unwrap();
-    let c = a.tcp_connect(B, 80).unwrap();
+    let l = b.tcp_listen(SocketAddrV4::new(B, 80), 4).unwrap();
+    let c = a.tcp_connect(SocketAddrV4::new(B, 80)).unwrap();
     let data: Vec<u8> = (0..2_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
     let (mut sent, mut got, mut server, mut shut) = (0, Vec::new(), None, false);
     let mut buf = vec![0u8; 65536];

@@ -5,6 +5,7 @@ mod common;
 use ackclock::time::Duration;
 use ackclock::{Error, Shutdown, TcpHandle};
 use common::{Pair, B};
+use std::net::SocketAddrV4;
 
 /// Send `total` bytes of `byte` from `c` (on a) to `s` (on b), reading as they arrive, and
 /// check every byte; fails if that takes more than `limit` of virtual time.
@@ -147,7 +148,8 @@ fn any_destination_listener_accepts_connections_to_other_addresses() {
         let opts = SocketOptions::from_config(p.b.tcp().config());
         let l = p.b.tcp_listen_any(16, opts).unwrap();
         let far = [(Ipv4Addr::new(198, 18, 0, 7), 4444), (Ipv4Addr::new(203, 0, 113, 9), 443)];
-        let clients: Vec<_> = far.iter().map(|&(ip, port)| p.a.tcp_connect(ip, port).unwrap()).collect();
+        let clients: Vec<_> =
+            far.iter().map(|&(ip, port)| p.a.tcp_connect(SocketAddrV4::new(ip, port)).unwrap()).collect();
         let mut accepted = Vec::new();
         p.run_until(Duration::from_secs(3), |p| {
             while let Ok(s) = p.b.tcp_accept(l) {
@@ -211,8 +213,8 @@ fn jumbo_mtu_with_small_buffers_uses_the_mss_a_buffer_holds() {
     let mut a = ackclock::Stack::new(common::config(common::A, 1), caps, now).unwrap();
     let mut b = ackclock::Stack::new(common::config(B, 2), caps, now).unwrap();
     assert_eq!(a.iface().capabilities().mtu, 1554);
-    let l = b.tcp_listen(B, 80, 4).unwrap();
-    let c = a.tcp_connect(B, 80).unwrap();
+    let l = b.tcp_listen(SocketAddrV4::new(B, 80), 4).unwrap();
+    let c = a.tcp_connect(SocketAddrV4::new(B, 80)).unwrap();
     let data = vec![0x5au8; 1 << 20];
     let (mut t, mut s, mut sent, mut got) = (now, None, 0, 0);
     let mut buf = vec![0u8; 1 << 16];
@@ -258,7 +260,7 @@ fn frames_parked_for_a_silent_neighbour_expire() {
     let t0 = Instant::from_secs(1);
     let mut a = ackclock::Stack::new(common::config(common::A, 1), Capabilities::ethernet(1500), t0).unwrap();
     let free = a.pool().available();
-    let c = a.tcp_connect(Ipv4Addr::new(10, 0, 0, 99), 80).unwrap();
+    let c = a.tcp_connect(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 99), 80)).unwrap();
     let mut t = t0;
     let mut most_parked = 0;
     while t < t0 + Duration::from_secs(300) {

@@ -6,6 +6,7 @@ mod common;
 use ackclock::time::Duration;
 use ackclock::{Event, Shutdown, Stack};
 use common::{Pair, B};
+use std::net::SocketAddrV4;
 
 fn drain(s: &mut Stack) -> Vec<Event> {
     std::iter::from_fn(|| s.poll_event()).collect()
@@ -14,8 +15,8 @@ fn drain(s: &mut Stack) -> Vec<Event> {
 #[test]
 fn a_listener_reports_an_accept_and_a_connection_its_data_once_per_look() {
     let mut p = Pair::new();
-    let l = p.b.tcp_listen(B, 80, 16).unwrap();
-    let c = p.a.tcp_connect(B, 80).unwrap();
+    let l = p.b.tcp_listen(SocketAddrV4::new(B, 80), 16).unwrap();
+    let c = p.a.tcp_connect(SocketAddrV4::new(B, 80)).unwrap();
     // The handshake: the client's connection changes state (an event for the handle it
     // holds); the server's listener gains a connection to accept. The server's own
     // connection is not reported before it is accepted.

@@ -6,6 +6,7 @@ mod common;
 use ackclock::tcp::{State, TcpConfig};
 use ackclock::{ListenerHandle, Shutdown, TcpHandle};
 use common::script::*;
+use std::net::SocketAddrV4;
 
 const WIN: u16 = 65535;
 
@@ -15,7 +16,7 @@ fn state(t: &Script, c: TcpHandle) -> State {
 
 /// A passive open on port 8080 with a plain SYN (no options but MSS); accepted.
 fn established(t: &mut Script) -> (ListenerHandle, TcpHandle) {
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
     assert_eq!(state(t, c), State::Established);
     (l, c)
@@ -210,7 +211,7 @@ fn fin_blocked_by_an_empty_pool_is_sent_once_buffers_return() {
 fn paws_drops_do_not_start_an_ack_loop() {
     use common::script::*;
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let _c = t.accept_with(l, seg("S").win(65535).mss(1460).ts(1000, 0));
     t.discard();
     // A forged segment at rcv_nxt with a TSval far in the future.

@@ -12,6 +12,7 @@ mod sim {
     use ackclock::time::{Duration, Instant};
     use ackclock::{Error, ListenerHandle, Shutdown, TcpHandle};
     use core::net::Ipv4Addr;
+    use std::net::SocketAddrV4;
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -68,8 +69,8 @@ mod sim {
     impl Bulk {
         fn start(w: &mut World, client: NodeId, server: NodeId, port: u16, len: u64) -> Bulk {
             let addr = w.stack(server).iface().addr();
-            let listener = w.stack_mut(server).tcp_listen(addr, port, 4).unwrap();
-            let conn = w.stack_mut(client).tcp_connect(addr, port).unwrap();
+            let listener = w.stack_mut(server).tcp_listen(SocketAddrV4::new(addr, port), 4).unwrap();
+            let conn = w.stack_mut(client).tcp_connect(SocketAddrV4::new(addr, port)).unwrap();
             Bulk {
                 client,
                 server,

@@ -10,6 +10,7 @@ mod sim {
     use ackclock::Stack;
     use core::net::Ipv4Addr;
     use std::io::Write;
+    use std::net::SocketAddrV4;
     use std::sync::{Arc, Mutex};
 
     #[derive(Debug)]
@@ -145,8 +146,8 @@ mod sim {
         let mut a = Stack::new(host_config(ip_a, 24, 1), caps, now).unwrap();
         let mut b = Stack::new(host_config(ip_b, 24, 2), caps, now).unwrap();
         let mut dev = Capture::new(a_end, PcapWriter::new(Vec::new(), Resolution::Micros).unwrap());
-        let l = b.tcp_listen(ip_b, 80, 4).unwrap();
-        a.tcp_connect(ip_b, 80).unwrap();
+        let l = b.tcp_listen(SocketAddrV4::new(ip_b, 80), 4).unwrap();
+        a.tcp_connect(SocketAddrV4::new(ip_b, 80)).unwrap();
         let mut t = now;
         for _ in 0..10 {
             a.poll(t, &mut dev);
@@ -199,8 +200,8 @@ mod sim {
         let link = world.connect(a, b, LinkConfig::ethernet10());
         let out = Shared::default();
         world.capture(b, out.clone(), Resolution::Nanos).unwrap();
-        let l = world.stack_mut(b).tcp_listen(ip_b, 7, 4).unwrap();
-        world.stack_mut(a).tcp_connect(ip_b, 7).unwrap();
+        let l = world.stack_mut(b).tcp_listen(SocketAddrV4::new(ip_b, 7), 4).unwrap();
+        world.stack_mut(a).tcp_connect(SocketAddrV4::new(ip_b, 7)).unwrap();
         world.run_until(Instant::from_millis(100));
         assert!(world.stack_mut(b).tcp_accept(l).is_ok());
         let writer = world.end_capture(b).unwrap().unwrap();

@@ -7,6 +7,7 @@ mod sim {
     use ackclock::time::{Duration, Instant};
     use ackclock::TcpHandle;
     use core::net::Ipv4Addr;
+    use std::net::SocketAddrV4;
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -34,8 +35,8 @@ mod sim {
         let a = w.add_host(A, 24);
         let b = w.add_host(B, 24);
         w.connect(a, b, LinkConfig::wan(1_000_000, Duration::from_millis(50)));
-        let l = w.stack_mut(b).tcp_listen(B, 80, 1).unwrap();
-        let c = w.stack_mut(a).tcp_connect(B, 80).unwrap();
+        let l = w.stack_mut(b).tcp_listen(SocketAddrV4::new(B, 80), 1).unwrap();
+        let c = w.stack_mut(a).tcp_connect(SocketAddrV4::new(B, 80)).unwrap();
         let mut s = None;
         let stopped = w.run_while(|w| {
             s = s.or_else(|| w.stack_mut(b).tcp_accept(l).ok());
@@ -64,8 +65,8 @@ mod sim {
         let link = w.connect(a, b, LinkConfig::ethernet100());
         w.run_until(Instant::from_secs(10));
         // A socket call made now acts at 10 s: the SYN leaves at 10 s, not at the last event.
-        let l = w.stack_mut(b).tcp_listen(B, 80, 1).unwrap();
-        w.stack_mut(a).tcp_connect(B, 80).unwrap();
+        let l = w.stack_mut(b).tcp_listen(SocketAddrV4::new(B, 80), 1).unwrap();
+        w.stack_mut(a).tcp_connect(SocketAddrV4::new(B, 80)).unwrap();
         let before = w.link_stats(link, Side::A).enqueued;
         w.run_until(Instant::from_secs(10));
         assert_eq!(w.link_stats(link, Side::A).enqueued, before + 1, "the SYN went out at the same instant");
@@ -85,8 +86,8 @@ mod sim {
         let last = w.connect(b, routers[2], LinkConfig::gigabit());
         assert_eq!(w.link_ends(last), [b, routers[2]]);
 
-        let l = w.stack_mut(b).tcp_listen(B, 22, 1).unwrap();
-        let c = w.stack_mut(a).tcp_connect(B, 22).unwrap();
+        let l = w.stack_mut(b).tcp_listen(SocketAddrV4::new(B, 22), 1).unwrap();
+        let c = w.stack_mut(a).tcp_connect(SocketAddrV4::new(B, 22)).unwrap();
         w.run_for(Duration::from_millis(20));
         assert!(w.stack_mut(b).tcp_accept(l).is_ok(), "ARP and TCP crossed three routers");
         assert!(established(&w, a, c));
@@ -98,7 +99,7 @@ mod sim {
 
         // An address nobody has: the ARP request dies at the first router.
         let before = w.router_stats(routers[0]).no_route;
-        let _ = w.stack_mut(a).tcp_connect(Ipv4Addr::new(10, 0, 0, 99), 22).unwrap();
+        let _ = w.stack_mut(a).tcp_connect(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 99), 22)).unwrap();
         w.run_for(Duration::from_millis(10));
         assert!(w.router_stats(routers[0]).no_route > before);
         assert_eq!(w.router_stats(routers[1]).no_route, 0, "nothing unroutable reaches the middle");

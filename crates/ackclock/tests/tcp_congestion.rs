@@ -11,6 +11,7 @@ use ackclock::tcp::cc::Algorithm;
 use ackclock::tcp::TcpConfig;
 use ackclock::TcpHandle;
 use common::script::*;
+use std::net::SocketAddrV4;
 
 const SMSS: u32 = 1000;
 
@@ -22,7 +23,7 @@ fn established(sack: bool) -> (Script, TcpHandle) {
 
 fn established_with(config: TcpConfig, sack: bool) -> (Script, TcpHandle) {
     let mut t = Script::new(config);
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let mut syn = seg("S").win(65535).mss(1000).ws(7);
     if sack {
         syn = syn.sack_ok();
@@ -735,7 +736,7 @@ fn cubic_after_hystart_exit_starts_the_curve_at_cwnd() {
     // With RTTs this steady RTTVAR vanishes; keep the retransmission timer out of the way.
     config.rtt.min_rto = ackclock::time::Duration::from_secs(3);
     let mut t = Script::new(config);
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     // MSS 1012 less 12 bytes of timestamps: 1000-byte segments.
     let c = t.accept_with(l, seg("S").win(65535).mss(1012).ws(7).ts(1, 0));
     let data = vec![0u8; 1 << 20];

@@ -13,6 +13,7 @@ use ackclock::time::Duration;
 use ackclock::wire::{Ipv4Packet, TcpPacket};
 use ackclock::{Error, ListenerHandle, TcpHandle};
 use common::script::*;
+use std::net::SocketAddrV4;
 
 /// The peer's first data byte.
 const P: u32 = PEER_ISS + 1;
@@ -25,7 +26,7 @@ fn ms(n: u64) -> Duration {
 /// (the harness's `accept_with`: SYN, SYN-ACK and ACK all at the current time).
 fn established(cfg: TcpConfig, syn: Seg) -> (Script, TcpHandle) {
     let mut t = Script::new(cfg);
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, syn);
     (t, c)
 }
@@ -196,7 +197,7 @@ fn first_flight_is_bounded_by_the_initial_window_and_the_peer_window() {
 #[test]
 fn window_fields_are_scaled_after_the_syn_passive_open() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let (c, synack) = passive_open(&mut t, l, seg("S").win(64240).mss(1460).sack_ok().ts(1000, 0).ws(7), 0, 23);
     assert_eq!((synack.win, synack.ws), (65535, Some(3)), "RFC 7323 §2.2: the SYN-ACK window is not scaled");
     let info = t.stack.tcp_info(c).unwrap();
@@ -224,7 +225,7 @@ fn window_fields_are_scaled_after_the_syn_passive_open() {
 #[test]
 fn window_fields_are_scaled_after_the_syn_active_open() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let syn = t.expect(0, seg("S").seq(0).win(65535).mss(1460).sack_ok().ts(ANY, 0).ws(3));
     let port = syn.src_port;
     let peer = |s: Seg| s.port(port).peer_port(80);
@@ -293,7 +294,7 @@ fn ts_recent_is_updated_by_pure_acks() {
 #[test]
 fn rtt_is_measured_from_the_echoed_timestamp() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let (c, _) = passive_open(&mut t, l, seg("S").win(65535).mss(1460).ts(1000, 0), 50, 65535);
     let info = t.stack.tcp_info(c).unwrap();
     assert_eq!((info.srtt, info.rttvar), (Some(ms(50)), ms(25)));
@@ -645,7 +646,7 @@ fn nagle_holds_short_segments_while_data_is_unacknowledged() {
 fn nodelay_sends_short_segments_at_once() {
     let mut t = Script::new(tcp_config());
     let opts = SocketOptions { nodelay: true, ..SocketOptions::from_config(&tcp_config()) };
-    let l = t.stack.tcp_listen_with(LOCAL, 8080, 8, opts).unwrap();
+    let l = t.stack.tcp_listen_with(SocketAddrV4::new(LOCAL, 8080), 8, opts).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     t.stack.tcp_send(c, b"one").unwrap();
     t.expect(10, seg("P.").seq(1).ack(P).win(65535).len(3));
@@ -653,7 +654,7 @@ fn nodelay_sends_short_segments_at_once() {
     t.expect(11, seg("P.").seq(4).ack(P).win(65535).len(3));
 
     let mut t = Script::new(TcpConfig { nodelay: true, ..tcp_config() });
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let syn = t.expect(0, seg("S").seq(0).any_options());
     let peer = |s: Seg| s.port(syn.src_port).peer_port(80);
     t.inject(10, peer(seg("S.").seq(PEER_ISS).ack(1).win(65535).mss(1460)));
@@ -834,7 +835,7 @@ fn rto_doubles_up_to_sixty_seconds_and_resends_the_same_bytes() {
 #[test]
 fn rto_is_srtt_plus_four_rttvar() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let (c, _) = passive_open(&mut t, l, seg("S").win(65535).mss(1460).ts(1000, 0), 100, 65535);
     let info = t.stack.tcp_info(c).unwrap();
     assert_eq!((info.srtt, info.rttvar, info.rto), (Some(ms(100)), ms(50), ms(300)));
@@ -852,7 +853,7 @@ fn rto_is_srtt_plus_four_rttvar() {
 fn rto_floor_is_configurable_to_rfc6298_one_second() {
     let rtt = ackclock::tcp::rtt::RttConfig { min_rto: ms(1000), ..Default::default() };
     let mut t = Script::new(TcpConfig { rtt, ..tcp_config() });
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let (c, _) = passive_open(&mut t, l, seg("S").win(65535).mss(1460).ts(1000, 0), 100, 65535);
     assert_eq!(t.stack.tcp_info(c).unwrap().rto, ms(1000));
     t.stack.tcp_send(c, &stream(1448, 16)).unwrap();
@@ -884,7 +885,7 @@ fn short_segment_is_retransmitted_on_timeout() {
 #[test]
 fn rto_is_three_seconds_after_a_retransmitted_synack() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1460));
     t.expect(1000, seg("S.").seq(0).ack(P).win(65535).mss(1460));
@@ -907,7 +908,7 @@ fn rto_is_three_seconds_after_a_retransmitted_synack() {
 #[test]
 fn karn_ack_of_a_retransmission_gives_no_rtt_sample() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let (c, _) = passive_open(&mut t, l, seg("S").win(65535).mss(1460), 50, 65535);
     assert_eq!(t.stack.tcp_info(c).unwrap().srtt, Some(ms(50)));
     assert_eq!(t.stack.tcp_info(c).unwrap().rto, ms(200));
@@ -928,7 +929,7 @@ fn karn_ack_of_a_retransmission_gives_no_rtt_sample() {
 #[test]
 fn karn_no_sample_before_an_unambiguous_ack() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1460));
     t.expect(1000, seg("S.").seq(0).ack(P).win(65535).mss(1460));
@@ -962,7 +963,7 @@ fn karn_no_sample_before_an_unambiguous_ack() {
 fn karn_with_timestamps_samples_the_transmission_the_ack_echoes() {
     for echo_retransmission in [true, false] {
         let mut t = Script::new(tcp_config());
-        let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
         let (c, _) = passive_open(&mut t, l, seg("S").win(65535).mss(1460).ts(1000, 0), 50, 65535);
         let info = t.stack.tcp_info(c).unwrap();
         assert_eq!((info.srtt, info.rttvar, info.rto), (Some(ms(50)), ms(25), ms(200)));
@@ -1064,7 +1065,7 @@ fn keepalive_probe() -> Seg {
 #[test]
 fn keepalive_probes_then_times_out() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen_with(LOCAL, 8080, 8, keepalive_opts()).unwrap();
+    let l = t.stack.tcp_listen_with(SocketAddrV4::new(LOCAL, 8080), 8, keepalive_opts()).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     t.expect_nothing(9_999);
     t.expect(10_000, keepalive_probe());
@@ -1416,7 +1417,7 @@ fn malformed_segments_are_counted_and_dropped() {
 #[test]
 fn options_change_on_a_live_connection() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     t.stack.tcp_send(c, b"one").unwrap();
     t.expect(1, seg("P.").seq(1).ack(PEER_ISS + 1).win(65535).len(3));
@@ -1436,7 +1437,7 @@ fn options_change_on_a_live_connection() {
 #[test]
 fn reordered_duplicate_ack_is_not_a_paws_drop() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460).ts(1000, 0));
     t.stack.tcp_send(c, &[1u8; 3000]).unwrap();
     t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).win(65535).len(1448).ts(ANY, 1001));
@@ -1464,7 +1465,7 @@ fn tiny_writes_are_charged_a_minimum_per_segment() {
     cfg.nodelay = true;
     cfg.initial_window = 100;
     let mut t = Script::new(cfg);
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     let mut queued = 0;
     for _ in 0..100 {

@@ -6,6 +6,7 @@ use ackclock::tcp::TcpConfig;
 use ackclock::time::Duration;
 use ackclock::Shutdown;
 use common::script::*;
+use std::net::SocketAddrV4;
 
 /// RFC 9293 §3.5 (figure 6), RFC 7323 §2-3, RFC 2018 §2: a passive open answers a Linux
 /// SYN with a SYN-ACK carrying our MSS (MTU - 40), SACK-permitted, timestamps echoing the
@@ -13,7 +14,7 @@ use common::script::*;
 #[test]
 fn passive_open_negotiates_every_option() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(64240).mss(1460).sack_ok().ts(1000, 0).ws(7));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(65535).mss(1460).sack_ok().ts(ANY, 1000).ws(3));
     t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(502).ts(1001, ANY));
@@ -33,7 +34,7 @@ fn passive_open_negotiates_every_option() {
 #[test]
 fn options_absent_from_the_syn_are_not_used() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(8192));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(65535).mss(1460));
     t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(8192));
@@ -55,7 +56,7 @@ fn options_absent_from_the_syn_are_not_used() {
 #[test]
 fn active_open_retransmits_the_syn_with_backoff() {
     let mut t = Script::new(tcp_config());
-    let _c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let _c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let syn = t.expect(0, seg("S").seq(0).win(65535).mss(1460).sack_ok().ts(ANY, 0).ws(3).any_options());
     assert_eq!((syn.mss, syn.ws, syn.sack_ok, syn.ts.map(|t| t.1)), (Some(1460), Some(3), true, Some(0)));
     t.expect_nothing(999);
@@ -71,7 +72,7 @@ fn active_open_retransmits_the_syn_with_backoff() {
 #[test]
 fn active_open_completes() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let syn = t.expect(0, seg("S").seq(0).any_options());
     let port = syn.src_port;
     t.inject(
@@ -118,7 +119,7 @@ fn closed_port_resets() {
 #[test]
 fn active_close_through_time_wait() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(65535).mss(1460));
     t.stack.tcp_shutdown(c, Shutdown::Write).unwrap();
     t.expect(1, seg("F.").seq(1).ack(PEER_ISS + 1).win(65535));
@@ -149,7 +150,7 @@ fn default_seed_is_random_and_an_explicit_seed_reproduces_the_isn() {
     use ackclock::StackConfig;
     let iss = |seed: u64| {
         let mut t = Script::with_config(StackConfig { seed, ..stack_config() }, Capabilities::ethernet(1500));
-        t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+        t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
         t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460));
         t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(65535).mss(1460));
         t.iss.unwrap()
@@ -176,7 +177,7 @@ const P: u32 = PEER_ISS + 1;
 #[test]
 fn timestamps_off_passive_open() {
     let mut t = Script::new(TcpConfig { timestamps: false, ..tcp_config() });
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(64240).mss(1460).sack_ok().ts(1000, 0).ws(7));
     t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1460).sack_ok().ws(3));
     t.inject(20, seg(".").seq(P).ack(1).win(502));
@@ -206,7 +207,7 @@ fn timestamps_off_passive_open() {
 #[test]
 fn timestamps_off_active_open() {
     let mut t = Script::new(TcpConfig { timestamps: false, ..tcp_config() });
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let syn = t.expect(0, seg("S").seq(0).win(65535).mss(1460).sack_ok().ws(3));
     let peer = |s: Seg| s.port(syn.src_port).peer_port(80);
     t.inject(10, peer(seg("S.").seq(PEER_ISS).ack(1).win(29200).mss(1460).sack_ok().ts(5000, 0).ws(7)));
@@ -225,7 +226,7 @@ fn timestamps_off_active_open() {
 #[test]
 fn window_scaling_off_passive_open() {
     let mut t = Script::new(TcpConfig { window_scaling: false, ..tcp_config() });
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(64240).mss(1460).sack_ok().ts(1000, 0).ws(7));
     let synack = t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1460).sack_ok().ts(ANY, 1000));
     t.inject(10, seg(".").seq(P).ack(1).win(3000).ts(1001, synack.ts.unwrap().0));
@@ -246,7 +247,7 @@ fn window_scaling_off_passive_open() {
 #[test]
 fn window_scaling_off_active_open() {
     let mut t = Script::new(TcpConfig { window_scaling: false, ..tcp_config() });
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let syn = t.expect(0, seg("S").seq(0).win(65535).mss(1460).sack_ok().ts(ANY, 0));
     let peer = |s: Seg| s.port(syn.src_port).peer_port(80);
     let tsval = syn.ts.unwrap().0;
@@ -264,11 +265,11 @@ fn window_scaling_off_active_open() {
 fn sack_off_sends_no_sack_permitted_and_no_blocks() {
     let cfg = TcpConfig { sack: false, ..tcp_config() };
     let mut t = Script::new(cfg.clone());
-    t.stack.tcp_connect(PEER, 80).unwrap();
+    t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     t.expect(0, seg("S").seq(0).win(65535).mss(1460).ts(ANY, 0).ws(3));
 
     let mut t = Script::new(cfg);
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460).sack_ok());
     t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1460));
     t.inject(1, seg(".").seq(P).ack(1).win(65535));
@@ -292,12 +293,12 @@ fn sack_off_sends_no_sack_permitted_and_no_blocks() {
 fn mss_override_is_advertised_and_bounds_our_segments() {
     let cfg = TcpConfig { mss: Some(1000), timestamps: false, ..tcp_config() };
     let mut t = Script::new(cfg.clone());
-    t.stack.tcp_connect(PEER, 80).unwrap();
+    t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     t.expect(0, seg("S").seq(0).win(65535).mss(1000).sack_ok().ws(3));
 
     for (peer_mss, seg_len) in [(1460, 1000), (536, 536)] {
         let mut t = Script::new(cfg.clone());
-        let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
         t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(peer_mss));
         t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1000));
         t.inject(1, seg(".").seq(P).ack(1).win(65535));
@@ -320,11 +321,11 @@ fn mss_override_is_advertised_and_bounds_our_segments() {
 fn mss_derives_from_the_device_mtu() {
     for (mtu, mss) in [(1280, 1240u16), (576, 536)] {
         let mut t = Script::with_mtu(tcp_config(), mtu);
-        t.stack.tcp_connect(PEER, 80).unwrap();
+        t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
         t.expect(0, seg("S").seq(0).win(65535).mss(mss).sack_ok().ts(ANY, 0).ws(3));
 
         let mut t = Script::with_mtu(tcp_config(), mtu);
-        let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
         t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460));
         t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(mss));
         t.inject(1, seg(".").seq(P).ack(1).win(65535));
@@ -343,7 +344,7 @@ fn mss_derives_from_the_device_mtu() {
 fn mss_override_is_capped_by_the_device_mtu() {
     let cfg = TcpConfig { mss: Some(9000), timestamps: false, ..tcp_config() };
     let mut t = Script::new(cfg);
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(8960));
     t.expect(0, seg("S.").seq(0).ack(P).win(65535).mss(1460));
     t.inject(1, seg(".").seq(P).ack(1).win(65535));

@@ -12,6 +12,7 @@ use ackclock::tcp::{State, TcpConfig};
 use ackclock::time::Duration;
 use ackclock::{Error, ListenerHandle, Shutdown, TcpHandle};
 use common::script::*;
+use std::net::SocketAddrV4;
 
 /// The window field of every segment we send in these tests.
 const WIN: u16 = 65535;
@@ -22,7 +23,7 @@ fn state(t: &Script, c: TcpHandle) -> State {
 
 /// A passive open on port 8080 (backlog 8) with a plain SYN; the connection is accepted.
 fn established(t: &mut Script) -> (ListenerHandle, TcpHandle) {
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
     assert_eq!(state(t, c), State::Established);
     (l, c)
@@ -31,7 +32,7 @@ fn established(t: &mut Script) -> (ListenerHandle, TcpHandle) {
 /// An active open to PEER:80 completed by a plain SYN-ACK at the current time; returns the
 /// handle and our ephemeral port.
 fn connected(t: &mut Script) -> (TcpHandle, u16) {
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let now = t.ms();
     let port = t.expect(now, seg("S").seq(0).any_options()).src_port;
     t.inject(now, seg("S.").seq(PEER_ISS).ack(1).win(WIN).mss(1460).port(port).peer_port(80));
@@ -59,7 +60,7 @@ fn pattern(seq: u32, len: usize) -> Vec<u8> {
 #[test]
 fn passive_open_goes_listen_syn_received_established() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     assert_eq!(t.stack.tcp_accept(l), Err(Error::WouldBlock));
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
@@ -87,7 +88,7 @@ fn passive_open_goes_listen_syn_received_established() {
 #[test]
 fn rst_in_syn_received_returns_to_listen() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 1).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 1).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
     t.inject(10, seg("R").seq(PEER_ISS + 1));
@@ -110,7 +111,7 @@ fn rst_in_syn_received_returns_to_listen() {
 #[test]
 fn active_open_goes_syn_sent_established() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     assert_eq!(state(&t, c), State::SynSent);
     let syn = t.expect(0, seg("S").seq(0).win(WIN).any_options());
     assert_eq!(syn.dst_port, 80);
@@ -135,7 +136,7 @@ fn active_open_goes_syn_sent_established() {
 #[test]
 fn simultaneous_open_syn_received_then_ack() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let port = t.expect(0, seg("S").seq(0).any_options()).src_port;
     t.inject(5, seg("S").seq(PEER_ISS).win(WIN).mss(1460).port(port).peer_port(80));
     t.expect(5, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
@@ -159,7 +160,7 @@ fn simultaneous_open_syn_received_then_ack() {
 #[test]
 fn simultaneous_open_synack_in_syn_received_establishes() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let port = t.expect(0, seg("S").seq(0).any_options()).src_port;
     t.inject(5, seg("S").seq(PEER_ISS).win(WIN).mss(1460).port(port).peer_port(80));
     t.expect(5, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
@@ -175,7 +176,7 @@ fn simultaneous_open_synack_in_syn_received_establishes() {
 #[test]
 fn close_in_syn_received_sends_fin() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let port = t.expect(0, seg("S").seq(0).any_options()).src_port;
     t.inject(5, seg("S").seq(PEER_ISS).win(WIN).mss(1460).port(port).peer_port(80));
     t.expect(5, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
@@ -193,7 +194,7 @@ fn close_in_syn_received_sends_fin() {
 #[test]
 fn close_in_syn_sent_deletes_the_connection() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let port = t.expect(0, seg("S").seq(0).any_options()).src_port;
     t.stack.tcp_close(c).unwrap();
     assert_eq!(t.stack.tcp_readiness(c), Err(Error::InvalidHandle));
@@ -572,7 +573,7 @@ fn segments_to_a_closed_port_draw_rst() {
 #[test]
 fn listener_resets_acks_and_ignores_rsts() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.iss = Some(0);
     t.inject(0, seg(".").seq(PEER_ISS).ack(12345).win(WIN));
     t.expect(0, seg("R").seq(12345).win(0));
@@ -655,7 +656,7 @@ fn rst_outside_window_is_dropped_silently() {
 #[test]
 fn rst_in_syn_sent_needs_an_acceptable_ack() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let port = t.expect(0, seg("S").seq(0).any_options()).src_port;
     t.inject(10, seg("R").seq(0).port(port).peer_port(80));
     t.inject(11, seg("R.").seq(0).ack(0).port(port).peer_port(80));
@@ -779,7 +780,7 @@ fn ack_of_unsent_data_is_answered_and_dropped() {
 #[test]
 fn ack_older_than_max_window_draws_challenge_ack() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(1000).mss(1000));
     t.stack.tcp_send(c, &[1u8; 1000]).unwrap();
     t.expect(1, seg("P.").seq(1).ack(PEER_ISS + 1).win(WIN).len(1000));
@@ -810,7 +811,7 @@ fn ack_older_than_max_window_draws_challenge_ack() {
 #[test]
 fn syn_received_answers_retransmitted_syn_with_synack() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
     t.inject(300, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
@@ -828,7 +829,7 @@ fn syn_received_answers_retransmitted_syn_with_synack() {
 #[test]
 fn synack_retransmits_with_backoff_then_half_open_disappears() {
     let mut t = Script::new(config(|c| c.synack_retries = 3));
-    let l = t.stack.tcp_listen(LOCAL, 8080, 1).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 1).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
     for at in [1000, 3000, 7000] {
@@ -855,7 +856,7 @@ fn synack_retransmits_with_backoff_then_half_open_disappears() {
 #[test]
 fn syn_received_resets_an_ack_not_acknowledging_our_syn() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
     t.inject(10, seg(".").seq(PEER_ISS + 1).ack(5).win(WIN));
@@ -877,7 +878,7 @@ fn syn_received_resets_an_ack_not_acknowledging_our_syn() {
 #[test]
 fn syn_retries_exhausted_times_out() {
     let mut t = Script::new(config(|c| c.syn_retries = 2));
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     t.expect(0, seg("S").seq(0).any_options());
     t.expect_nothing(999);
     t.expect(1000, seg("S").seq(0).any_options());
@@ -902,7 +903,7 @@ fn syn_retries_exhausted_times_out() {
 #[test]
 fn synack_with_bad_ack_draws_rst() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let port = t.expect(0, seg("S").seq(0).any_options()).src_port;
     let synack = |ack| seg("S.").seq(PEER_ISS).ack(ack).win(WIN).mss(1460).port(port).peer_port(80);
     t.inject(10, synack(0));
@@ -926,7 +927,7 @@ fn synack_with_bad_ack_draws_rst() {
 #[test]
 fn syn_beyond_backlog_is_dropped_silently() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 2).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 2).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40001));
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40002));
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40003));
@@ -954,7 +955,7 @@ fn syn_beyond_backlog_is_dropped_silently() {
 #[test]
 fn final_ack_dropped_while_accept_queue_full() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 2).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 2).unwrap();
     let syn = |p: u16| seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(p);
     let mut iss = std::collections::HashMap::new();
     let synacks = |t: &mut Script, iss: &mut std::collections::HashMap<u16, u32>| {
@@ -1005,7 +1006,7 @@ fn final_ack_dropped_while_accept_queue_full() {
 #[test]
 fn connections_reset_before_accept_leave_the_accept_queue() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 2).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 2).unwrap();
     for k in 0..10u32 {
         let (p, iss) = (41000 + k as u16, PEER_ISS + 10_000 * k);
         t.inject(k as u64, seg("S").seq(iss).win(WIN).mss(1460).peer_port(p));
@@ -1040,7 +1041,7 @@ fn connections_reset_before_accept_leave_the_accept_queue() {
 #[test]
 fn twenty_connections_on_one_listener() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 32).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 32).unwrap();
     let ports: Vec<u16> = (41000..41020).collect();
     for &p in &ports {
         t.inject(0, seg("S").seq(PEER_ISS + p as u32).win(WIN).mss(1460).peer_port(p));
@@ -1096,7 +1097,7 @@ fn twenty_connections_on_one_listener() {
 #[test]
 fn final_ack_of_passive_open_may_carry_data() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
     t.inject(10, seg("P.").seq(PEER_ISS + 1).ack(1).win(WIN).len(20));
@@ -1209,7 +1210,7 @@ fn handle_is_invalid_after_close() {
 #[test]
 fn readiness_flags_in_each_phase() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     let flags = |t: &Script| {
         let r = t.stack.tcp_readiness(c).unwrap();
         (r.state, r.readable, r.writable, r.read_closed, r.closed, r.error)
@@ -1244,7 +1245,7 @@ fn readiness_flags_in_each_phase() {
 #[test]
 fn wildcard_listener_accepts_connections_to_the_stack_address() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(std::net::Ipv4Addr::UNSPECIFIED, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
     t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN));
@@ -1265,8 +1266,8 @@ fn wildcard_listener_accepts_connections_to_the_stack_address() {
 #[test]
 fn specific_listener_is_preferred_over_the_wildcard() {
     let mut t = Script::new(tcp_config());
-    let any = t.stack.tcp_listen(std::net::Ipv4Addr::UNSPECIFIED, 8080, 8).unwrap();
-    let specific = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let any = t.stack.tcp_listen(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 8080), 8).unwrap();
+    let specific = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40001));
     let s = t.expect(0, seg("S.").ack(PEER_ISS + 1).win(WIN).mss(1460));
     t.inject(1, seg(".").seq(PEER_ISS + 1).ack(s.seq.wrapping_add(1)).win(WIN).peer_port(40001));
@@ -1286,7 +1287,7 @@ fn specific_listener_is_preferred_over_the_wildcard() {
 #[test]
 fn interleaved_connections_and_a_stale_last_hit() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let mut conns = vec![];
     for (i, p) in [40001u16, 40002].into_iter().enumerate() {
         let iss = PEER_ISS + 100_000 * i as u32;
@@ -1341,20 +1342,22 @@ fn interleaved_connections_and_a_stale_last_hit() {
 fn addr_in_use_for_a_taken_listen_port_or_socket_pair() {
     let mut t = Script::new(tcp_config());
     let any = std::net::Ipv4Addr::UNSPECIFIED;
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
-    assert_eq!(t.stack.tcp_listen(LOCAL, 8080, 8), Err(Error::AddrInUse));
-    let w = t.stack.tcp_listen(any, 9090, 8).unwrap();
-    assert_eq!(t.stack.tcp_listen(any, 9090, 8), Err(Error::AddrInUse));
-    assert_eq!(t.stack.tcp_listen(LOCAL, 0, 8), Err(Error::InvalidArgument));
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    assert_eq!(t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8), Err(Error::AddrInUse));
+    let w = t.stack.tcp_listen(SocketAddrV4::new(any, 9090), 8).unwrap();
+    assert_eq!(t.stack.tcp_listen(SocketAddrV4::new(any, 9090), 8), Err(Error::AddrInUse));
+    assert_eq!(t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 0), 8), Err(Error::InvalidArgument));
     t.stack.tcp_unlisten(l).unwrap();
     t.stack.tcp_unlisten(w).unwrap();
-    t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
-    t.stack.tcp_listen(any, 9090, 8).unwrap();
+    t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    t.stack.tcp_listen(SocketAddrV4::new(any, 9090), 8).unwrap();
 
     let opts = ackclock::tcp::SocketOptions::from_config(&tcp_config());
-    t.stack.tcp_connect_with(PEER, 80, Some(50_000), opts).unwrap();
-    assert_eq!(t.stack.tcp_connect_with(PEER, 80, Some(50_000), opts), Err(Error::AddrInUse));
-    t.stack.tcp_connect_with(PEER, 81, Some(50_000), opts).expect("another remote port: another socket pair");
+    t.stack.tcp_connect_with(SocketAddrV4::new(PEER, 80), Some(50_000), opts).unwrap();
+    assert_eq!(t.stack.tcp_connect_with(SocketAddrV4::new(PEER, 80), Some(50_000), opts), Err(Error::AddrInUse));
+    t.stack
+        .tcp_connect_with(SocketAddrV4::new(PEER, 81), Some(50_000), opts)
+        .expect("another remote port: another socket pair");
 }
 
 /// RFC 9293 §3.10.4 (CLOSE in SYN-SENT: "Delete the TCB") and §3.10.2 (SEND on a connection
@@ -1364,7 +1367,7 @@ fn addr_in_use_for_a_taken_listen_port_or_socket_pair() {
 #[test]
 fn send_on_a_connection_closed_in_syn_sent_is_not_connected() {
     let mut t = Script::new(tcp_config());
-    let c = t.stack.tcp_connect(PEER, 80).unwrap();
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)).unwrap();
     t.expect(0, seg("S").seq(0).any_options());
     t.stack.tcp_shutdown(c, Shutdown::Write).unwrap();
     let r = t.stack.tcp_readiness(c).unwrap();
@@ -1390,7 +1393,11 @@ fn no_buffer_space_when_the_pool_or_the_table_is_full() {
     c.tcp.max_connections = 1;
     let mut t = Script::with_config(c, Capabilities::ethernet(1500));
     let (_l, c) = established(&mut t);
-    assert_eq!(t.stack.tcp_connect(PEER, 80), Err(Error::NoBufferSpace), "the one connection slot is taken");
+    assert_eq!(
+        t.stack.tcp_connect(SocketAddrV4::new(PEER, 80)),
+        Err(Error::NoBufferSpace),
+        "the one connection slot is taken"
+    );
     assert_eq!(t.stack.tcp_send(c, &[5u8; 20_000]), Ok(8 * 1460));
     assert_eq!(t.stack.counters().drops_no_buffer, 1);
     assert_eq!(t.stack.tcp_send(c, b"more"), Err(Error::NoBufferSpace));
@@ -1416,7 +1423,7 @@ fn per_socket_receive_buffer_sets_the_window_and_its_scale() {
     use ackclock::tcp::SocketOptions;
     let mut t = Script::new(tcp_config());
     let opts = SocketOptions { recv_buffer: 4000, ..SocketOptions::from_config(&tcp_config()) };
-    let l = t.stack.tcp_listen_with(LOCAL, 8080, 8, opts).unwrap();
+    let l = t.stack.tcp_listen_with(SocketAddrV4::new(LOCAL, 8080), 8, opts).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).ws(7));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(4000).mss(1460).ws(0));
     t.inject(1, seg(".").seq(PEER_ISS + 1).ack(1).win(WIN));
@@ -1434,7 +1441,7 @@ fn per_socket_receive_buffer_sets_the_window_and_its_scale() {
 
     let mut t = Script::new(tcp_config());
     let opts = SocketOptions { recv_buffer: 1 << 20, ..SocketOptions::from_config(&tcp_config()) };
-    t.stack.tcp_listen_with(LOCAL, 8080, 8, opts).unwrap();
+    t.stack.tcp_listen_with(SocketAddrV4::new(LOCAL, 8080), 8, opts).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).ws(7));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460).ws(5));
 }
@@ -1509,7 +1516,7 @@ fn statistics_count_a_fast_retransmit_exactly() {
 #[test]
 fn statistics_count_sack_blocks_received() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(WIN).mss(1000).sack_ok());
     t.stack.tcp_send(c, &[4u8; 8000]).unwrap();
     for i in 0..8u32 {
@@ -1528,7 +1535,7 @@ fn statistics_count_sack_blocks_received() {
 #[test]
 fn sack_blocks_without_sack_permitted_are_not_counted() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, seg("S").win(WIN).mss(1000));
     t.stack.tcp_send(c, &[4u8; 3000]).unwrap();
     for i in 0..3u32 {

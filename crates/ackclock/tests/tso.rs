@@ -13,6 +13,7 @@ use ackclock::wire::{checksum, EthernetFrame, Ipv4Packet, TcpPacket};
 use ackclock::{Error, Shutdown, Stack, TcpHandle};
 use common::{config, A, B};
 use sha2::{Digest, Sha256};
+use std::net::SocketAddrV4;
 
 type Sender = SoftGso<Impaired<PipeEnd>>;
 
@@ -69,8 +70,8 @@ impl Rig {
     }
 
     fn connect(&mut self) -> (TcpHandle, TcpHandle) {
-        let l = self.b.tcp_listen(B, 5001, 4).unwrap();
-        let c = self.a.tcp_connect(B, 5001).unwrap();
+        let l = self.b.tcp_listen(SocketAddrV4::new(B, 5001), 4).unwrap();
+        let c = self.a.tcp_connect(SocketAddrV4::new(B, 5001)).unwrap();
         let mut s = None;
         assert!(self.run_until(Duration::from_secs(5), |r| {
             s = s.or_else(|| r.b.tcp_accept(l).ok());
@@ -218,8 +219,8 @@ fn impairment_cuts_offload_frames_before_losing_segments() {
     let mut a = Stack::new(ca, da.capabilities(), now).unwrap();
     let mut b = Stack::new(config(B, 2), db.capabilities(), now).unwrap();
     a.set_tracing(true);
-    let l = b.tcp_listen(B, 5001, 4).unwrap();
-    let c = a.tcp_connect(B, 5001).unwrap();
+    let l = b.tcp_listen(SocketAddrV4::new(B, 5001), 4).unwrap();
+    let c = a.tcp_connect(SocketAddrV4::new(B, 5001)).unwrap();
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2246822519) >> 9) as u8).collect();
     let (mut s, mut sent, mut got, mut shut) = (None, 0, Vec::new(), false);
     let mut buf = vec![0u8; 1 << 16];

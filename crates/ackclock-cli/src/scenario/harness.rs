@@ -20,6 +20,7 @@ use ackclock::{Error, ListenerHandle, Shutdown, Stack, StackConfig, TcpHandle};
 use core::net::Ipv4Addr;
 use std::collections::VecDeque;
 use std::io::{self, Write};
+use std::net::SocketAddrV4;
 
 /// Host A (the sender in every two-host scenario) and host B.
 pub const A_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -107,7 +108,7 @@ impl Sender {
     /// Connect from `stack` to `remote:port` with `opts`.
     pub fn connect(stack: &mut Stack, remote: Ipv4Addr, port: u16, limit: Option<u64>, key: u64) -> Sender {
         let opts = SocketOptions::from_config(stack.tcp().config());
-        let conn = stack.tcp_connect_with(remote, port, None, opts).expect("connect");
+        let conn = stack.tcp_connect_with(SocketAddrV4::new(remote, port), None, opts).expect("connect");
         Sender { conn, limit, pace: None, sent: 0, shut: false, pattern: Pattern::new(key) }
     }
 
@@ -161,7 +162,7 @@ impl core::fmt::Debug for Receiver {
 impl Receiver {
     pub fn listen(stack: &mut Stack, port: u16) -> Receiver {
         let addr = stack.iface().addr();
-        let listener = stack.tcp_listen(addr, port, 4).expect("listen");
+        let listener = stack.tcp_listen(SocketAddrV4::new(addr, port), 4).expect("listen");
         Receiver { listener, conn: None, received: 0, eof_at: None, sink: None, buf: vec![0; 64 * 1024] }
     }
 

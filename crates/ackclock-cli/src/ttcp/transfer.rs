@@ -17,6 +17,7 @@ use ackclock::{Error, Shutdown, TcpHandle};
 use core::net::Ipv4Addr;
 use std::fs::File;
 use std::io::BufWriter;
+use std::net::SocketAddrV4;
 use std::path::PathBuf;
 
 pub const SENDER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -184,8 +185,10 @@ pub fn run(p: &Params, progress: &mut dyn FnMut(u64)) -> Outcome {
         }
     }
 
-    let listener = world.stack_mut(b).tcp_listen(RECEIVER, DISCARD_PORT, 1).expect("listen on a fresh stack");
-    let conn = world.stack_mut(a).tcp_connect(RECEIVER, DISCARD_PORT).expect("connect on a fresh stack");
+    let listener =
+        world.stack_mut(b).tcp_listen(SocketAddrV4::new(RECEIVER, DISCARD_PORT), 1).expect("listen on a fresh stack");
+    let conn =
+        world.stack_mut(a).tcp_connect(SocketAddrV4::new(RECEIVER, DISCARD_PORT)).expect("connect on a fresh stack");
     let chargen = Chargen::new();
     let mut app = App {
         conn,

@@ -14,14 +14,14 @@
 //! ```
 //! use ackclock::sim::{LinkConfig, World};
 //! use ackclock::time::Instant;
-//! use core::net::Ipv4Addr;
+//! use core::net::{Ipv4Addr, SocketAddrV4};
 //!
 //! let mut world = World::new(7);
 //! let a = world.add_host(Ipv4Addr::new(10, 0, 0, 1), 24);
 //! let b = world.add_host(Ipv4Addr::new(10, 0, 0, 2), 24);
 //! let link = world.connect(a, b, LinkConfig::ethernet10());
-//! let listener = world.stack_mut(b).tcp_listen(Ipv4Addr::new(10, 0, 0, 2), 9, 4).unwrap();
-//! let conn = world.stack_mut(a).tcp_connect(Ipv4Addr::new(10, 0, 0, 2), 9).unwrap();
+//! let listener = world.stack_mut(b).tcp_listen(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9), 4).unwrap();
+//! let conn = world.stack_mut(a).tcp_connect(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9)).unwrap();
 //! let mut server = None;
 //! world.run_while(|w| {
 //!     server = w.stack_mut(b).tcp_accept(listener).ok();

@@ -8,7 +8,7 @@
 use crate::stack::Stack;
 use crate::tcp::{ConnError, Io, RequestError, State, TcpInfo};
 use core::fmt;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, SocketAddrV4};
 
 pub use crate::tcp::SocketOptions;
 
@@ -180,23 +180,22 @@ impl Stack {
     /// the application has accepted. A peer that already considers itself connected may
     /// send data meanwhile; it is retransmitted like any unacknowledged data. A connection
     /// reset or timed out before it is accepted leaves the queue and is never handed out.
-    pub fn tcp_listen(&mut self, addr: Ipv4Addr, port: u16, backlog: usize) -> Result<ListenerHandle, Error> {
+    pub fn tcp_listen(&mut self, local: SocketAddrV4, backlog: usize) -> Result<ListenerHandle, Error> {
         let opts = SocketOptions::from_config(self.tcp.config());
-        self.tcp_listen_with(addr, port, backlog, opts)
+        self.tcp_listen_with(local, backlog, opts)
     }
 
     /// [`tcp_listen`](Self::tcp_listen) with options for the accepted connections.
     pub fn tcp_listen_with(
         &mut self,
-        addr: Ipv4Addr,
-        port: u16,
+        local: SocketAddrV4,
         backlog: usize,
         opts: SocketOptions,
     ) -> Result<ListenerHandle, Error> {
-        if port == 0 {
+        if local.port() == 0 {
             return Err(Error::InvalidArgument);
         }
-        let (index, gen) = self.tcp.listen((addr, port), backlog, opts).ok_or(Error::AddrInUse)?;
+        let (index, gen) = self.tcp.listen((*local.ip(), local.port()), backlog, opts).ok_or(Error::AddrInUse)?;
         Ok(ListenerHandle { index, gen })
     }
 
@@ -232,22 +231,21 @@ impl Stack {
     }
 
     /// Active open from this interface's address and an ephemeral port.
-    pub fn tcp_connect(&mut self, remote: Ipv4Addr, port: u16) -> Result<TcpHandle, Error> {
+    pub fn tcp_connect(&mut self, remote: SocketAddrV4) -> Result<TcpHandle, Error> {
         let opts = SocketOptions::from_config(self.tcp.config());
-        self.tcp_connect_with(remote, port, None, opts)
+        self.tcp_connect_with(remote, None, opts)
     }
 
     /// Active open with a chosen local port and options.
     pub fn tcp_connect_with(
         &mut self,
-        remote: Ipv4Addr,
-        port: u16,
+        remote: SocketAddrV4,
         local_port: Option<u16>,
         opts: SocketOptions,
     ) -> Result<TcpHandle, Error> {
         let addr = self.iface.addr();
         let mtu = self.iface.capabilities().mtu;
-        let idx = self.tcp.connect(self.now, addr, local_port, (remote, port), opts, mtu)?;
+        let idx = self.tcp.connect(self.now, addr, local_port, (*remote.ip(), remote.port()), opts, mtu)?;
         Ok(self.handle(idx))
     }
 
@@ -358,6 +356,17 @@ impl Stack {
     pub fn tcp_info(&self, h: TcpHandle) -> Result<TcpInfo, Error> {
         let idx = self.conn(h)?;
         self.tcp.info(idx).ok_or(Error::InvalidHandle)
+    }
+
+    /// Our address and port on a connection (for a connection taken by
+    /// [`tcp_listen_any`](Self::tcp_listen_any), the one the peer dialled).
+    pub fn tcp_local_addr(&self, h: TcpHandle) -> Result<SocketAddrV4, Error> {
+        Ok(self.tcp_tuple(h)?.local())
+    }
+
+    /// The peer's address and port on a connection.
+    pub fn tcp_peer_addr(&self, h: TcpHandle) -> Result<SocketAddrV4, Error> {
+        Ok(self.tcp_tuple(h)?.remote())
     }
 
     /// Local and remote address of a connection.

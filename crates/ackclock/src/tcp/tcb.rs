@@ -89,6 +89,18 @@ pub struct FourTuple {
     pub remote_port: u16,
 }
 
+impl FourTuple {
+    /// Our address and port.
+    pub fn local(&self) -> core::net::SocketAddrV4 {
+        core::net::SocketAddrV4::new(self.local_addr, self.local_port)
+    }
+
+    /// The peer's address and port.
+    pub fn remote(&self) -> core::net::SocketAddrV4 {
+        core::net::SocketAddrV4::new(self.remote_addr, self.remote_port)
+    }
+}
+
 /// A segment of the send queue: payload in its own pbuf (with headroom for the headers), its
 /// checksum cached when it was copied in. Sent segments stay here until acknowledged, and a
 /// retransmission sends the same buffer again.

@@ -7,6 +7,7 @@ use ackclock::phy::{pipe, Device, Impaired, PipeConfig, PipeEnd};
 use ackclock::time::{Duration, Instant};
 use ackclock::{Stack, StackConfig, TcpHandle};
 use core::net::Ipv4Addr;
+use std::net::SocketAddrV4;
 
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 pub const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -112,8 +113,8 @@ impl<D: Link> Pair<D> {
     /// A connection from `a` to `b`'s `port` (a listener is opened there): the client's and
     /// the server's handles, once the server accepted and the client can write.
     pub fn connect(&mut self, port: u16) -> (TcpHandle, TcpHandle) {
-        let l = self.b.tcp_listen(B, port, 16).unwrap();
-        let c = self.a.tcp_connect(B, port).unwrap();
+        let l = self.b.tcp_listen(SocketAddrV4::new(B, port), 16).unwrap();
+        let c = self.a.tcp_connect(SocketAddrV4::new(B, port)).unwrap();
         let mut server = None;
         assert!(self.run_until(Duration::from_secs(5), |p| {
             server = server.or_else(|| p.b.tcp_accept(l).ok());

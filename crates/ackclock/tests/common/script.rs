@@ -8,7 +8,7 @@
 //!
 //! ```ignore
 //! let mut t = Script::new(Default::default());
-//! let l = t.stack.tcp_listen(LOCAL, 8080, 8).unwrap();
+//! let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
 //! t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460));
 //! t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).mss(1460));
 //! ```
