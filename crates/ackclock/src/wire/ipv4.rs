@@ -67,6 +67,8 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_buffer!(Ipv4Packet);
+
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Wrap `buffer` without checking it.
     #[inline]
@@ -113,24 +115,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Unwrap the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    #[inline]
-    fn read_u16(&self, range: core::ops::Range<usize>) -> u16 {
-        let d = &self.buffer.as_ref()[range];
-        u16::from_be_bytes([d[0], d[1]])
-    }
-
-    #[inline]
-    fn read_ipv4(&self, range: core::ops::Range<usize>) -> Ipv4Addr {
-        let d = &self.buffer.as_ref()[range];
-        Ipv4Addr::new(d[0], d[1], d[2], d[3])
     }
 
     /// Version (the high nibble of byte 0).
@@ -247,11 +231,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
-    #[inline]
-    fn write_u16(&mut self, range: core::ops::Range<usize>, value: u16) {
-        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
-    }
-
     #[inline]
     fn set_flg_off(&mut self, mask: u16, bits: u16) {
         let word = (self.read_u16(field::FLG_OFF) & !mask) | (bits & mask);
