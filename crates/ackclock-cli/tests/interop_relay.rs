@@ -10,9 +10,11 @@
 #[macro_use]
 mod common;
 
-use common::interop::{cli, finish_curl, random_file, skip, Mode, Proc, TempDir, HOST_CIDR, STACK_ADDR, STACK_CIDR};
+use common::interop::{
+    cli, finish_curl, random_file, skip, waiting_client, Mode, Proc, TempDir, ECHO_CLIENT, HOST_CIDR, STACK_ADDR,
+    STACK_CIDR,
+};
 use common::netns::NetNs;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -178,29 +180,9 @@ fn server_result(p: &mut Proc) -> String {
     p.lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| format!("no result: {e}"))
 }
 
-/// The peer sends 10 MB while reading, then half-closes; its FIN reaches the host server
-/// as EOF (shutdown(Write) on the host socket), whose close comes back as the stack's FIN.
-const ECHO_CLIENT: &str = r#"
-import hashlib, random, socket, sys, threading
-host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-data = random.Random(7).randbytes(n)
-s = socket.create_connection((host, port), timeout=60)
-def send():
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
-t = threading.Thread(target=send)
-t.start()
-got = bytearray()
-while True:
-    b = s.recv(1 << 20)
-    if not b:
-        break
-    got += b
-t.join()
-s.close()
-print(len(got), bytes(got) == data)
-"#;
-
+/// The peer (ECHO_CLIENT) sends 10 MB while reading, then half-closes; its FIN reaches
+/// the host server as EOF (shutdown(Write) on the host socket), whose close comes back as
+/// the stack's FIN.
 fn echo_half_close(mode: Mode) {
     if skip(&["python3", "timeout"]) {
         return;
@@ -302,22 +284,7 @@ fn sigterm_resets_both_sides() {
     let (server, port) = host_server("echo", 0);
     let mut ns = NetNs::new();
     let mut relay = relay(&mut ns, Mode::Offload, port, &["--listen", "7", "--json"]);
-    let client = r#"
-import socket, sys
-s = socket.create_connection((sys.argv[1], 7), timeout=30)
-s.sendall(b"x" * 1000)
-got = 0
-while got < 1000:
-    got += len(s.recv(1000))
-print("connected", flush=True)
-try:
-    print("eof" if s.recv(1) == b"" else "data")
-except ConnectionResetError:
-    print("reset")
-"#;
-    let mut child =
-        ns.command(60, "python3").args(["-c", client, STACK_ADDR]).stdout(Stdio::piped()).spawn().expect("run python3");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut lines) = waiting_client(&ns, 7, true);
     assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("connected"));
     let (out, log) = relay.stop_ok();
     assert!(log.contains("1 reset at exit") && log.contains("1000 bytes up, 1000 bytes down"), "{log}");

@@ -10,9 +10,8 @@
 #[macro_use]
 mod common;
 
-use common::interop::{finish_curl, pattern_sha256, serve, skip, Mode, STACK_ADDR};
+use common::interop::{finish_curl, pattern_sha256, serve, skip, waiting_client, Mode, ECHO_CLIENT, STACK_ADDR};
 use common::netns::NetNs;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -77,28 +76,6 @@ both_modes!(curl_parallel_50, curl_parallel);
 
 /// Python sends 10 MB to echo (7) while reading, half-closes, and reads to EOF: the bytes
 /// that come back are the bytes sent.
-const ECHO_CLIENT: &str = r#"
-import hashlib, random, socket, sys, threading
-host, n = sys.argv[1], int(sys.argv[2])
-data = random.Random(7).randbytes(n)
-s = socket.create_connection((host, 7), timeout=60)
-def send():
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
-t = threading.Thread(target=send)
-t.start()
-got = bytearray()
-while True:
-    b = s.recv(1 << 20)
-    if not b:
-        break
-    got += b
-t.join()
-s.close()
-print(len(got), hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest())
-sys.exit(0 if bytes(got) == data else 1)
-"#;
-
 fn echo_half_close(mode: Mode) {
     echo_half_close_with(mode, &[]);
 }
@@ -110,8 +87,11 @@ fn echo_half_close_with(mode: Mode, extra: &[&str]) -> String {
     let mut ns = NetNs::new();
     let mut serve = serve(&mut ns, mode, extra);
     let n = 10 * 1024 * 1024;
-    let out =
-        ns.command(300, "python3").args(["-c", ECHO_CLIENT, STACK_ADDR, &n.to_string()]).output().expect("run python3");
+    let out = ns
+        .command(300, "python3")
+        .args(["-c", ECHO_CLIENT, STACK_ADDR, "7", &n.to_string()])
+        .output()
+        .expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout);
     let log = serve.stop().1;
     assert!(out.status.success(), "echo client: {text} {}\nserve: {log}", String::from_utf8_lossy(&out.stderr));
@@ -172,19 +152,7 @@ fn sigterm(mode: Mode) {
     let mut ns = NetNs::new();
     let mut serve = serve(&mut ns, mode, &[]);
     // A client that idles on discard until the server ends the connection.
-    let client = r#"
-import socket, sys
-s = socket.create_connection((sys.argv[1], 9), timeout=30)
-s.sendall(b"x" * 1000)
-print("connected", flush=True)
-try:
-    print("eof" if s.recv(1) == b"" else "data")
-except ConnectionResetError:
-    print("reset")
-"#;
-    let mut child =
-        ns.command(60, "python3").args(["-c", client, STACK_ADDR]).stdout(Stdio::piped()).spawn().expect("run python3");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut lines) = waiting_client(&ns, 9, false);
     assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("connected"));
     std::thread::sleep(Duration::from_millis(200));
     let log = serve.stop().1;

@@ -9,9 +9,9 @@
 pub use super::netns::skip;
 use super::netns::{self, NetNs};
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Lines, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -233,6 +233,64 @@ pub fn finish_curl(mut child: Child) -> (u64, [u8; 32], ExitStatus, String) {
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);
     let status = child.wait().unwrap();
     (total, h.finalize().into(), status, err)
+}
+
+/// A Python client for an echo service: `python3 -c ECHO_CLIENT HOST PORT N` sends N
+/// random bytes while reading, half-closes, and reads to EOF; it prints the count it read
+/// and whether the bytes that came back are the bytes sent ("N True"), and fails unless
+/// they are.
+pub const ECHO_CLIENT: &str = r#"
+import random, socket, sys, threading
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data = random.Random(7).randbytes(n)
+s = socket.create_connection((host, port), timeout=60)
+def send():
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+t = threading.Thread(target=send)
+t.start()
+got = bytearray()
+while True:
+    b = s.recv(1 << 20)
+    if not b:
+        break
+    got += b
+t.join()
+s.close()
+print(len(got), bytes(got) == data)
+sys.exit(0 if bytes(got) == data else 1)
+"#;
+
+/// A Python client that stays connected until the server ends the connection:
+/// `python3 -c WAITING_CLIENT HOST PORT MODE` sends 1000 bytes (and with MODE `echo` reads
+/// them back), prints "connected", and then prints how the connection ended: "eof",
+/// "data" or "reset".
+const WAITING_CLIENT: &str = r#"
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+s.sendall(b"x" * 1000)
+got = 0
+while sys.argv[3] == "echo" and got < 1000:
+    got += len(s.recv(1000))
+print("connected", flush=True)
+try:
+    print("eof" if s.recv(1) == b"" else "data")
+except ConnectionResetError:
+    print("reset")
+"#;
+
+/// Start [`WAITING_CLIENT`] in `ns` against `port` on the stack (`echo`: read the 1000
+/// bytes back before saying "connected"); the child and its stdout lines.
+pub fn waiting_client(ns: &NetNs, port: u16, echo: bool) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mode = if echo { "echo" } else { "send" };
+    let mut child = ns
+        .command(60, "python3")
+        .args(["-c", WAITING_CLIENT, STACK_ADDR, &port.to_string(), mode])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
 }
 
 /// The number after `"key":` in a JSON text.
