@@ -379,6 +379,24 @@ pub struct Ipv4Repr {
 }
 
 impl Ipv4Repr {
+    /// An unfragmented datagram from `src_addr` to `dst_addr` carrying `payload_len` bytes
+    /// of `protocol`, with the usual header: TTL 64 (RFC 1700's recommended default), ident
+    /// 0, don't-fragment set, DSCP and ECN 0. Set the fields to vary any of these.
+    #[inline]
+    pub const fn new(src_addr: Ipv4Addr, dst_addr: Ipv4Addr, protocol: IpProtocol, payload_len: usize) -> Ipv4Repr {
+        Ipv4Repr {
+            src_addr,
+            dst_addr,
+            protocol,
+            payload_len,
+            ttl: 64,
+            ident: 0,
+            dont_frag: true,
+            dscp_ecn: 0,
+            fragment: None,
+        }
+    }
+
     /// Read the header of `packet`, re-checking its lengths (so an unchecked view cannot
     /// make this panic) and, when `verify_checksum` is true, its checksum
     /// ([`Error::BadChecksum`]). Pass `false` when the device has already verified it
@@ -742,5 +760,16 @@ mod tests {
         p.fill_checksum();
         assert!(p.verify_checksum());
         assert_eq!(IpProtocol(99).to_string(), "protocol 99");
+    }
+
+    #[test]
+    fn new_is_an_unfragmented_df_datagram_with_ttl_64() {
+        let r = Ipv4Repr::new(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), IpProtocol::TCP, 20);
+        let mut buf = [0u8; 40];
+        r.emit(&mut Ipv4Packet::new_unchecked(&mut buf[..]), true);
+        let p = Ipv4Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!((p.ttl(), p.ident(), p.dont_frag(), p.more_frags(), p.frag_offset()), (64, 0, true, false, 0));
+        assert_eq!((p.dscp(), p.ecn(), p.total_len(), p.protocol()), (0, 0, 40, IpProtocol::TCP));
+        assert_eq!(Ipv4Repr::parse(&p, true), Ok(r));
     }
 }
