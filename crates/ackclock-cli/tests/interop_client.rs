@@ -13,8 +13,8 @@
 mod common;
 
 use common::interop::{
-    cli, file_sha256, finish_curl, json_u64, pattern_sha256, random_file, serve, skip, Mode, Proc, TempDir, HOST_CIDR,
-    STACK_ADDR, STACK_CIDR,
+    cli, file_sha256, finish_curl, handshake_fields, json_u64, pattern_sha256, random_file, serve, skip, Mode, Proc,
+    TempDir, HOST_CIDR, STACK_ADDR, STACK_CIDR,
 };
 use common::netns::NetNs;
 use std::path::Path;
@@ -218,16 +218,7 @@ fn handshake_options_in_pcap() {
         60,
     );
     assert!(f.ok && json_u64(&f.json, "bytes") == Some(1000), "fetch: {}\n{}", f.json, f.log);
-    let o = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args(["-Y", "tcp.flags.syn==1", "-T", "fields", "-E", "separator=|"])
-        .args(["-e", "ip.src", "-e", "tcp.flags.ack", "-e", "tcp.options.mss_val", "-e", "tcp.options.wscale.shift"])
-        .args(["-e", "tcp.options.sack_perm", "-e", "tcp.options.timestamp.tsval"])
-        .output()
-        .expect("run tshark");
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
+    let text = handshake_fields(&pcap);
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
     let syn = rows.iter().find(|r| r[0] == STACK_ADDR && r[1] == "0").unwrap_or_else(|| panic!("no SYN:\n{text}"));
     let synack =

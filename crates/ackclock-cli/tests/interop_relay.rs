@@ -11,8 +11,8 @@
 mod common;
 
 use common::interop::{
-    cli, finish_curl, random_file, skip, waiting_client, Mode, Proc, TempDir, ECHO_CLIENT, HOST_CIDR, STACK_ADDR,
-    STACK_CIDR,
+    cli, finish_curl, handshake_fields, random_file, skip, waiting_client, Mode, Proc, TempDir, ECHO_CLIENT, HOST_CIDR,
+    STACK_ADDR, STACK_CIDR,
 };
 use common::netns::NetNs;
 use std::path::Path;
@@ -311,16 +311,7 @@ fn handshake_options_in_pcap() {
     let (len, _, code, err) = curl(&ns, &format!("http://{STACK_ADDR}/small"), 30);
     assert_eq!((code, len), (Some(0), 1000), "curl: {err}");
     relay.stop_ok();
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args(["-Y", "tcp.flags.syn==1", "-T", "fields", "-E", "separator=|"])
-        .args(["-e", "ip.src", "-e", "tcp.flags.ack", "-e", "tcp.options.mss_val", "-e", "tcp.options.wscale.shift"])
-        .args(["-e", "tcp.options.sack_perm", "-e", "tcp.options.timestamp.tsval"])
-        .output()
-        .expect("run tshark");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let text = handshake_fields(&pcap);
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
     let syn = rows.iter().find(|r| r[0] == "10.77.0.1" && r[1] == "0").unwrap_or_else(|| panic!("no SYN:\n{text}"));
     let synack =

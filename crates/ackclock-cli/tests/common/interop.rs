@@ -293,6 +293,22 @@ pub fn waiting_client(ns: &NetNs, port: u16, echo: bool) -> (Child, Lines<BufRea
     (child, lines)
 }
 
+/// What tshark reads of the handshake in `pcap`: one line per SYN or SYN-ACK, its fields
+/// `|`-separated: source address, ACK flag, MSS, window scale shift, SACK-permitted and
+/// timestamp value (empty when the option is absent).
+pub fn handshake_fields(pcap: &Path) -> String {
+    let o = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-Y", "tcp.flags.syn==1", "-T", "fields", "-E", "separator=|"])
+        .args(["-e", "ip.src", "-e", "tcp.flags.ack", "-e", "tcp.options.mss_val", "-e", "tcp.options.wscale.shift"])
+        .args(["-e", "tcp.options.sack_perm", "-e", "tcp.options.timestamp.tsval"])
+        .output()
+        .expect("run tshark");
+    assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The number after `"key":` in a JSON text.
 pub fn json_u64(text: &str, key: &str) -> Option<u64> {
     let rest = &text[text.find(&format!("\"{key}\":"))? + key.len() + 3..];
