@@ -1,5 +1,6 @@
 //! The `ackclock` command-line tool. One module per subcommand.
 
+mod chargen;
 mod decode;
 #[cfg(target_os = "linux")]
 mod fetch;

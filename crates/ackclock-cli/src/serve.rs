@@ -18,6 +18,7 @@
 //! stderr); with `--json`, both are one JSON object per line on stdout instead, with
 //! `"event": "ready"` and `"event": "exit"`.
 
+use crate::chargen::{self, Chargen};
 use crate::relay::{impair_report, install_signals, stopping, Link, LinkArgs};
 use ackclock::phy::Device;
 use ackclock::{Error, ListenerHandle, Stack, TcpHandle};
@@ -43,9 +44,6 @@ const HTTP_HEAD_LIMIT: usize = 8 * 1024;
 const CHUNK: usize = 16 * 1024;
 /// Body byte `i` is `(i % PATTERN_PERIOD) as u8`.
 const PATTERN_PERIOD: usize = 251;
-/// RFC 864: 72-character lines of the 95 printable characters, each line one further on.
-const CHARGEN_LINE: usize = 72;
-const CHARGEN_PERIOD: usize = 95 * (CHARGEN_LINE + 2);
 
 pub fn run(args: ServeArgs) -> ExitCode {
     match serve(args) {
@@ -94,7 +92,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let mut conns: Vec<Conn> = Vec::new();
     let mut scratch = vec![0u8; ECHO_BUFFER];
     let pattern: Vec<u8> = (0..PATTERN_PERIOD + CHUNK).map(|i| (i % PATTERN_PERIOD) as u8).collect();
-    let chargen: Vec<u8> = chargen_pattern(CHARGEN_PERIOD + CHUNK);
+    let chargen = Chargen::new(CHUNK);
     let gen = Generated { pattern: &pattern, chargen: &chargen };
     let mut accepted = 0u64;
     let mut result = Ok(());
@@ -168,22 +166,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     result.and(flushed)
 }
 
-/// RFC 864 chargen lines, repeated to `len` bytes.
-fn chargen_pattern(len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + CHARGEN_LINE + 2);
-    let mut line = 0;
-    while out.len() < len {
-        out.extend((0..CHARGEN_LINE).map(|i| b' ' + ((line + i) % 95) as u8));
-        out.extend_from_slice(b"\r\n");
-        line += 1;
-    }
-    out.truncate(len);
-    out
-}
-
 struct Generated<'a> {
     pattern: &'a [u8],
-    chargen: &'a [u8],
+    chargen: &'a Chargen,
 }
 
 #[derive(Clone, Copy)]
@@ -238,8 +223,8 @@ impl Conn {
                     return Step::Close;
                 }
                 loop {
-                    let at = *pos % CHARGEN_PERIOD;
-                    match stack.tcp_send(h, &gen.chargen[at..at + CHUNK]) {
+                    let at = *pos % chargen::PERIOD;
+                    match stack.tcp_send(h, gen.chargen.at(at as u64, CHUNK)) {
                         Ok(n) => *pos = at + n,
                         Err(e) if gone(e) => return Step::Close,
                         Err(_) => return Step::Keep,
@@ -508,15 +493,5 @@ mod tests {
         assert_eq!(parse_request(b"garbage").status, "400 Bad Request");
         assert_eq!(parse_request(b"GET / HTTP/2").status, "505 HTTP Version Not Supported");
         assert!(parse_request(b"POST /x HTTP/1.1\r\nContent-Length: 3").close);
-    }
-
-    #[test]
-    fn chargen_is_rfc864() {
-        let c = chargen_pattern(2 * 74);
-        assert_eq!(&c[..3], b" !\"");
-        assert_eq!(&c[72..74], b"\r\n");
-        assert_eq!(c[74], b'!');
-        let whole = chargen_pattern(CHARGEN_PERIOD + 74);
-        assert_eq!(whole[..74], whole[CHARGEN_PERIOD..], "repeats after 95 lines");
     }
 }

@@ -20,61 +20,8 @@ use ackclock::phy::{pipe, Impaired, Impairment, PipeConfig, PipeEnd};
 use ackclock::sim::{Loss, Reorder};
 use ackclock::time::{Duration, Instant};
 use ackclock::{Error, Stack, TcpHandle};
+use common::alloc::{allocations, print_traces, trace_from_env, Counting};
 use common::{config, Link, Pair, A, B};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::{Cell, RefCell};
-
-struct Counting;
-
-thread_local! {
-    /// Allocations made by this thread: tests in one binary run on parallel threads, and
-    /// each must see only its own.
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    /// Backtraces still to capture (diagnostics only).
-    static TRACE_LEFT: Cell<u32> = const { Cell::new(0) };
-    /// Set while the allocator itself allocates (capturing a backtrace): not counted.
-    static IN_TRACE: Cell<bool> = const { Cell::new(false) };
-    static TRACES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
-}
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(|c| c.get())
-}
-
-fn count(layout: Layout) {
-    // `try_with`: the allocator may run while thread-locals are being torn down.
-    if IN_TRACE.try_with(|t| t.get()).unwrap_or(true) {
-        return;
-    }
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-    if TRACE_LEFT.try_with(|t| t.get()).unwrap_or(0) > 0 {
-        IN_TRACE.with(|t| t.set(true));
-        TRACE_LEFT.with(|t| t.set(t.get() - 1));
-        let bt = std::backtrace::Backtrace::force_capture();
-        let text = format!("allocation of {} bytes (align {}):\n{bt}", layout.size(), layout.align());
-        TRACES.with(|t| t.borrow_mut().push(text));
-        IN_TRACE.with(|t| t.set(false));
-    }
-}
-
-// SAFETY: forwards to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout);
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(Layout::from_size_align(new_size, layout.align()).unwrap_or(layout));
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -157,15 +104,11 @@ fn measure(both: bool) {
 
     let segs_out = |p: &Pair| p.a.tcp_info(c).unwrap().stats.segs_out + p.b.tcp_info(s).unwrap().stats.segs_out;
     let segs_before = segs_out(&p);
-    let trace = std::env::var("ALLOC_TRACE").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
-    TRACE_LEFT.with(|t| t.set(trace));
+    trace_from_env();
     let before = allocations();
     transfer(&mut p, c, s, 20 << 20, both, &src, &mut dst);
     let after = allocations();
-    TRACE_LEFT.with(|t| t.set(0));
-    for t in TRACES.with(|t| std::mem::take(&mut *t.borrow_mut())) {
-        eprintln!("{t}\n");
-    }
+    print_traces();
     let segs = segs_out(&p) - segs_before;
     let data_segs = (1 + both as u64) * (20 << 20) / 1448;
     assert!(segs >= data_segs, "{segs} segments for {data_segs} segments' worth of data");
@@ -239,15 +182,11 @@ fn measure_lossy(loss: Loss, warmup: usize) -> Exercised {
         }
     };
     let x0 = snapshot(&p);
-    let trace = std::env::var("ALLOC_TRACE").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
-    TRACE_LEFT.with(|t| t.set(trace));
+    trace_from_env();
     let before = allocations();
     transfer(&mut p, c, s, 16 << 20, false, &src, &mut dst);
     let after = allocations();
-    TRACE_LEFT.with(|t| t.set(0));
-    for t in TRACES.with(|t| std::mem::take(&mut *t.borrow_mut())) {
-        eprintln!("{t}\n");
-    }
+    print_traces();
     let x1 = snapshot(&p);
     let x = Exercised {
         lost: x1.lost - x0.lost,

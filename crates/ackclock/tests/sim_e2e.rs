@@ -1,9 +1,15 @@
 //! End to end on simulated links: bulk transfers (chargen to discard) between stacks over
 //! 10 Mb/s Ethernet, a lossy WAN and a dumbbell, checked byte for byte. Run with
-//! `--nocapture` to see the simulated times and counters.
+//! `--nocapture` to see the simulated times and counters. The byte stream is the CLI
+//! scenario harness's [`Pattern`](harness::Pattern), compiled in here with `#[path]`.
+
+#[allow(dead_code)]
+#[path = "../../ackclock-cli/src/scenario/harness.rs"]
+mod harness;
 
 /// Named `sim` so that `cargo test sim` selects these tests.
 mod sim {
+    use super::harness::Pattern;
     use ackclock::sim::link::wire_bytes;
     use ackclock::sim::{
         host_config, Dumbbell, DumbbellConfig, Impairments, LinkConfig, LinkId, Loss, NodeId, QueueLimit, Reorder,
@@ -17,35 +23,6 @@ mod sim {
     const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
     const CHUNK: usize = 16 * 1024;
-
-    /// The byte stream: position-dependent, so any misplaced byte shows.
-    struct Pattern {
-        key: u64,
-        chunk: Vec<u8>,
-        index: Option<u64>,
-    }
-
-    impl Pattern {
-        fn new(key: u64) -> Pattern {
-            Pattern { key, chunk: vec![0; CHUNK], index: None }
-        }
-
-        /// The chunk holding stream offset `off`, and where `off` is in it.
-        fn at(&mut self, off: u64) -> (&[u8], usize) {
-            let k = off / CHUNK as u64;
-            if self.index != Some(k) {
-                for (i, w) in self.chunk.chunks_exact_mut(8).enumerate() {
-                    let mut z = (k * CHUNK as u64 / 8 + i as u64) ^ self.key;
-                    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                    w.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-                }
-                self.index = Some(k);
-            }
-            (&self.chunk, (off % CHUNK as u64) as usize)
-        }
-    }
 
     /// One transfer: `client` connects to `server` and sends `len` bytes, then closes its
     /// side; the server reads and discards them, checking each byte, until end of stream.

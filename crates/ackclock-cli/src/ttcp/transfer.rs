@@ -7,6 +7,7 @@
 //! against the pattern, and closes once it has read the end of the stream. The run goes on
 //! until both sides have closed, so a capture ends with the FIN exchange.
 
+use crate::chargen::Chargen;
 use ackclock::buf::PoolConfig;
 use ackclock::phy::Resolution;
 use ackclock::sim::{host_config, LinkConfig, LinkStats, Rng, Side, World};
@@ -27,10 +28,6 @@ pub const DISCARD_PORT: u16 = 9;
 
 /// Bytes the applications move per socket call.
 const CHUNK: usize = 64 * 1024;
-/// RFC 864: lines of 72 characters from the 95 printable ASCII characters, each line
-/// starting one character later, ended by CR LF. The stream repeats every 95 lines.
-const LINE: usize = 72;
-const PERIOD: usize = 95 * (LINE + 2);
 /// How long the close may take after the last byte was read (simulated).
 const CLOSE_GRACE: Duration = Duration::from_secs(120);
 
@@ -89,39 +86,6 @@ pub struct Outcome {
     pub pcap_frames: u64,
     pub steps: u64,
     pub stalls: u64,
-}
-
-/// The chargen stream, laid out so that `CHUNK` bytes from any offset are contiguous.
-pub struct Chargen {
-    bytes: Vec<u8>,
-}
-
-impl Chargen {
-    pub fn new() -> Chargen {
-        let mut bytes = Vec::with_capacity(PERIOD + CHUNK);
-        let mut line = 0;
-        while bytes.len() < PERIOD + CHUNK {
-            for i in 0..LINE {
-                bytes.push(b' ' + ((line + i) % 95) as u8);
-            }
-            bytes.extend_from_slice(b"\r\n");
-            line += 1;
-        }
-        bytes.truncate(PERIOD + CHUNK);
-        Chargen { bytes }
-    }
-
-    /// Up to `CHUNK` bytes of the stream from offset `off`.
-    pub fn at(&self, off: u64, len: usize) -> &[u8] {
-        let start = (off % PERIOD as u64) as usize;
-        &self.bytes[start..start + len.min(CHUNK)]
-    }
-}
-
-impl Default for Chargen {
-    fn default() -> Self {
-        Chargen::new()
-    }
 }
 
 /// The payload of a full-sized segment for these settings: the MSS (an override capped at
@@ -189,7 +153,7 @@ pub fn run(p: &Params, progress: &mut dyn FnMut(u64)) -> Outcome {
         world.stack_mut(b).tcp_listen(SocketAddrV4::new(RECEIVER, DISCARD_PORT), 1).expect("listen on a fresh stack");
     let conn =
         world.stack_mut(a).tcp_connect(SocketAddrV4::new(RECEIVER, DISCARD_PORT)).expect("connect on a fresh stack");
-    let chargen = Chargen::new();
+    let chargen = Chargen::new(CHUNK);
     let mut app = App {
         conn,
         accepted: None,

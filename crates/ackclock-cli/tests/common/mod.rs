@@ -1,6 +1,13 @@
 //! Helpers shared by the CLI's integration tests.
 #![allow(dead_code)]
 
+#[cfg(target_os = "linux")]
+#[macro_use]
+pub mod interop;
+#[cfg(target_os = "linux")]
+#[path = "../../../ackclock/tests/common/netns.rs"]
+pub mod netns;
+
 use std::path::Path;
 use std::process::Command;
 

@@ -58,6 +58,8 @@ pub struct ArpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_buffer!(ArpPacket);
+
 impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Wrap `buffer` without checking it.
     #[inline]
@@ -81,24 +83,6 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// Unwrap the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    #[inline]
-    fn read_u16(&self, range: core::ops::Range<usize>) -> u16 {
-        let d = &self.buffer.as_ref()[range];
-        u16::from_be_bytes([d[0], d[1]])
-    }
-
-    #[inline]
-    fn read_ipv4(&self, range: core::ops::Range<usize>) -> Ipv4Addr {
-        let d = &self.buffer.as_ref()[range];
-        Ipv4Addr::new(d[0], d[1], d[2], d[3])
     }
 
     /// Hardware address space (`ar$hrd`); 1 for Ethernet.
@@ -157,11 +141,6 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
-    #[inline]
-    fn write_u16(&mut self, range: core::ops::Range<usize>, value: u16) {
-        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
-    }
-
     /// Set `ar$hrd`.
     #[inline]
     pub fn set_hardware_type(&mut self, value: u16) {

@@ -115,6 +115,8 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_buffer!(EthernetFrame);
+
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Wrap `buffer` without checking it. Accessors may panic if it is too short; use
     /// [`new_checked`](Self::new_checked) for received frames.
@@ -144,18 +146,6 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Unwrap the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    #[inline]
-    fn read_u16(&self, range: core::ops::Range<usize>) -> u16 {
-        let d = &self.buffer.as_ref()[range];
-        u16::from_be_bytes([d[0], d[1]])
     }
 
     /// The type field at bytes 12..14: the TPID when the frame is tagged.
@@ -222,11 +212,6 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
-    #[inline]
-    fn write_u16(&mut self, range: core::ops::Range<usize>, value: u16) {
-        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
-    }
-
     /// Set the destination address.
     #[inline]
     pub fn set_dst_addr(&mut self, addr: EthernetAddress) {

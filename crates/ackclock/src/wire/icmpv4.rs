@@ -85,6 +85,8 @@ pub struct Icmpv4Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_buffer!(Icmpv4Packet);
+
 impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     /// Wrap `buffer` without checking it.
     #[inline]
@@ -109,18 +111,6 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// Unwrap the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    #[inline]
-    fn read_u16(&self, range: core::ops::Range<usize>) -> u16 {
-        let d = &self.buffer.as_ref()[range];
-        u16::from_be_bytes([d[0], d[1]])
     }
 
     /// Message type.
@@ -176,11 +166,6 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
-    #[inline]
-    fn write_u16(&mut self, range: core::ops::Range<usize>, value: u16) {
-        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
-    }
-
     /// Set the message type.
     #[inline]
     pub fn set_msg_type(&mut self, value: Icmpv4Message) {

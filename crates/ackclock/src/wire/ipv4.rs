@@ -67,6 +67,8 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_buffer!(Ipv4Packet);
+
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Wrap `buffer` without checking it.
     #[inline]
@@ -113,24 +115,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Unwrap the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    #[inline]
-    fn read_u16(&self, range: core::ops::Range<usize>) -> u16 {
-        let d = &self.buffer.as_ref()[range];
-        u16::from_be_bytes([d[0], d[1]])
-    }
-
-    #[inline]
-    fn read_ipv4(&self, range: core::ops::Range<usize>) -> Ipv4Addr {
-        let d = &self.buffer.as_ref()[range];
-        Ipv4Addr::new(d[0], d[1], d[2], d[3])
     }
 
     /// Version (the high nibble of byte 0).
@@ -247,11 +231,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
-    #[inline]
-    fn write_u16(&mut self, range: core::ops::Range<usize>, value: u16) {
-        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
-    }
-
     #[inline]
     fn set_flg_off(&mut self, mask: u16, bits: u16) {
         let word = (self.read_u16(field::FLG_OFF) & !mask) | (bits & mask);
@@ -406,6 +385,24 @@ pub struct Ipv4Repr {
 }
 
 impl Ipv4Repr {
+    /// An unfragmented datagram from `src_addr` to `dst_addr` carrying `payload_len` bytes
+    /// of `protocol`, with the usual header: TTL 64 (RFC 1700's recommended default), ident
+    /// 0, don't-fragment set, DSCP and ECN 0. Set the fields to vary any of these.
+    #[inline]
+    pub const fn new(src_addr: Ipv4Addr, dst_addr: Ipv4Addr, protocol: IpProtocol, payload_len: usize) -> Ipv4Repr {
+        Ipv4Repr {
+            src_addr,
+            dst_addr,
+            protocol,
+            payload_len,
+            ttl: 64,
+            ident: 0,
+            dont_frag: true,
+            dscp_ecn: 0,
+            fragment: None,
+        }
+    }
+
     /// Read the header of `packet`, re-checking its lengths (so an unchecked view cannot
     /// make this panic) and, when `verify_checksum` is true, its checksum
     /// ([`Error::BadChecksum`]). Pass `false` when the device has already verified it
@@ -769,5 +766,16 @@ mod tests {
         p.fill_checksum();
         assert!(p.verify_checksum());
         assert_eq!(IpProtocol(99).to_string(), "protocol 99");
+    }
+
+    #[test]
+    fn new_is_an_unfragmented_df_datagram_with_ttl_64() {
+        let r = Ipv4Repr::new(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), IpProtocol::TCP, 20);
+        let mut buf = [0u8; 40];
+        r.emit(&mut Ipv4Packet::new_unchecked(&mut buf[..]), true);
+        let p = Ipv4Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!((p.ttl(), p.ident(), p.dont_frag(), p.more_frags(), p.frag_offset()), (64, 0, true, false, 0));
+        assert_eq!((p.dscp(), p.ecn(), p.total_len(), p.protocol()), (0, 0, 40, IpProtocol::TCP));
+        assert_eq!(Ipv4Repr::parse(&p, true), Ok(r));
     }
 }

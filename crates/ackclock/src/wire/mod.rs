@@ -6,6 +6,9 @@
 //! whose `new_checked` validates lengths once so that the accessors cannot go out of bounds,
 //! and an `XxxRepr` with `parse` and `emit`.
 
+#[macro_use]
+mod view;
+
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;

@@ -214,6 +214,8 @@ pub struct TcpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_buffer!(TcpPacket);
+
 impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Wrap a buffer without validating it.
     #[inline]
@@ -246,18 +248,6 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    #[inline]
-    fn read_u16(&self, at: ops::Range<usize>) -> u16 {
-        let d = &self.buffer.as_ref()[at];
-        u16::from_be_bytes([d[0], d[1]])
     }
 
     #[inline]
@@ -388,11 +378,6 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
-    #[inline]
-    fn write_u16(&mut self, at: ops::Range<usize>, value: u16) {
-        self.buffer.as_mut()[at].copy_from_slice(&value.to_be_bytes());
-    }
-
     #[inline]
     fn write_u32(&mut self, at: usize, value: u32) {
         self.buffer.as_mut()[at..at + 4].copy_from_slice(&value.to_be_bytes());

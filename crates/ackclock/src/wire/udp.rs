@@ -25,6 +25,8 @@ pub struct UdpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_buffer!(UdpPacket);
+
 impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Wrap `buffer` without checking it.
     #[inline]
@@ -58,18 +60,6 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Unwrap the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    #[inline]
-    fn read_u16(&self, range: core::ops::Range<usize>) -> u16 {
-        let d = &self.buffer.as_ref()[range];
-        u16::from_be_bytes([d[0], d[1]])
     }
 
     /// Source port (0 if unused, RFC 768).
@@ -125,11 +115,6 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
-    #[inline]
-    fn write_u16(&mut self, range: core::ops::Range<usize>, value: u16) {
-        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
-    }
-
     /// Set the source port.
     #[inline]
     pub fn set_src_port(&mut self, value: u16) {

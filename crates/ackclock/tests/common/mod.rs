@@ -136,5 +136,6 @@ impl<D: Link> Pair<D> {
     }
 }
 
+pub mod alloc;
 pub mod netns;
 pub mod script;

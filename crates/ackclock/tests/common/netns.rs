@@ -62,6 +62,16 @@ pub fn have(tool: &str) -> bool {
     Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success())
 }
 
+/// Skip (print the reason, pass) when namespaces or the needed `tools` are not available.
+pub fn skip(tools: &[&str]) -> bool {
+    let why = unavailable().or_else(|| tools.iter().find(|t| !have(t)).map(|t| format!("`{t}` is not installed")));
+    if let Some(why) = why {
+        eprintln!("SKIP: {why}");
+        return true;
+    }
+    false
+}
+
 fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
     if out.status.success() {

@@ -283,17 +283,7 @@ impl Script {
             payload,
         };
         let tl = tcp.header_len() + payload.len();
-        let ip = Ipv4Repr {
-            src_addr: PEER,
-            dst_addr: LOCAL,
-            protocol: IpProtocol::TCP,
-            payload_len: tl,
-            ttl: 64,
-            ident: 0,
-            dont_frag: true,
-            dscp_ecn: 0,
-            fragment: None,
-        };
+        let ip = Ipv4Repr::new(PEER, LOCAL, IpProtocol::TCP, tl);
         let eth = EthernetRepr {
             src_addr: PEER_MAC,
             dst_addr: self.stack.iface().mac(),

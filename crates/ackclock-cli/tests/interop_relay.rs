@@ -7,194 +7,17 @@
 //! drop; namespaces go with their `NetNs`, temporary files with their `TempDir`.
 #![cfg(target_os = "linux")]
 
+#[macro_use]
 mod common;
 
-use common::netns::{self, NetNs};
-use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{mpsc, OnceLock};
-use std::thread::JoinHandle;
+use common::interop::{
+    cli, finish_curl, handshake_fields, random_file, skip, waiting_client, Mode, Proc, TempDir, ECHO_CLIENT, HOST_CIDR,
+    STACK_ADDR, STACK_CIDR,
+};
+use common::netns::NetNs;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const STACK_ADDR: &str = "10.77.0.2";
-const STACK_CIDR: &str = "10.77.0.2/24";
-const HOST_CIDR: &str = "10.77.0.1/24";
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Plain,
-    Offload,
-}
-
-/// Skip (print the reason, pass) when namespaces or the needed tools are not available.
-fn skip(tools: &[&str]) -> bool {
-    let why = netns::unavailable()
-        .or_else(|| tools.iter().find(|t| !netns::have(t)).map(|t| format!("`{t}` is not installed")));
-    if let Some(why) = why {
-        eprintln!("SKIP: {why}");
-        return true;
-    }
-    false
-}
-
-/// `target/<profile>/ackclock`, built now with this test's profile (a no-op when fresh).
-fn cli() -> &'static PathBuf {
-    static CLI: OnceLock<PathBuf> = OnceLock::new();
-    CLI.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap().to_path_buf();
-        let target_dir = profile_dir.parent().unwrap();
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev".to_string(),
-            Some(p) => p.to_string(),
-            None => panic!("unexpected test executable path {exe:?}"),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "ackclock-cli", "--bin", "ackclock", "--profile", &profile])
-            .arg("--manifest-path")
-            .arg(manifest)
-            .arg("--target-dir")
-            .arg(target_dir)
-            .status()
-            .expect("run cargo to build the ackclock CLI");
-        assert!(status.success(), "building the ackclock CLI failed");
-        profile_dir.join("ackclock")
-    })
-}
-
-// ---------------------------------------------------------------------------------------
-// Child processes and temporary directories that clean up after themselves.
-
-/// A long-running child (relay, a server): its stdout lines arrive on a channel; SIGTERM,
-/// bounded wait, SIGKILL on stop or drop.
-struct Proc {
-    what: &'static str,
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stderr: Option<JoinHandle<String>>,
-}
-
-impl Proc {
-    /// Spawn `cmd`, and wait (at most 60 s) for a stdout line containing `ready`; returns
-    /// the process and that line.
-    fn start(what: &'static str, mut cmd: Command, ready: &str) -> (Proc, String) {
-        let mut child = netns::die_with_parent(&mut cmd)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-        let mut err = child.stderr.take().unwrap();
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut p = Proc { what, child, lines, stderr: Some(stderr) };
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match p.lines.recv_timeout(left) {
-                Ok(line) if line.contains(ready) => return (p, line),
-                Ok(_) => {}
-                Err(e) => {
-                    let (out, err) = p.stop();
-                    panic!("{what} did not start ({e}); stdout:\n{out}\nstderr:\n{err}")
-                }
-            }
-        }
-    }
-
-    /// SIGTERM, wait (at most 15 s, then SIGKILL); the rest of stdout and all of stderr.
-    fn stop(&mut self) -> (String, String) {
-        // SAFETY: signalling our own child, which has not been reaped yet.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break;
-                }
-            }
-        }
-        let err = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
-        let mut out = String::new();
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
-            out += &l;
-            out.push('\n');
-        }
-        (out, err)
-    }
-
-    /// Stop, and require a zero exit status.
-    fn stop_ok(&mut self) -> (String, String) {
-        let (out, err) = self.stop();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{} exited with {status}; stderr:\n{err}", self.what);
-        (out, err)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.stderr.is_some() {
-            let (_, err) = self.stop();
-            eprintln!("{} stderr:\n{err}", self.what);
-        }
-    }
-}
-
-/// A directory under the system's temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("ackclock-relay-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `len` pseudo-random bytes (xorshift, seeded) in `dir/name`; returns their SHA-256.
-fn random_file(dir: &Path, name: &str, len: usize, seed: u64) -> [u8; 32] {
-    let mut x = seed | 1;
-    let mut data = Vec::with_capacity(len + 8);
-    while data.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        data.extend_from_slice(&x.to_le_bytes());
-    }
-    data.truncate(len);
-    std::fs::write(dir.join(name), &data).unwrap();
-    Sha256::digest(&data).into()
-}
 
 /// `python3 -m http.server` on 127.0.0.1 of the root namespace, serving `dir`; its port.
 fn host_http_server(dir: &Path) -> (Proc, u16) {
@@ -222,30 +45,15 @@ fn relay(ns: &mut NetNs, mode: Mode, to: u16, extra: &[&str]) -> Proc {
 
 /// Run curl inside the namespace, body to stdout; (bytes, SHA-256, exit code, stderr).
 fn curl(ns: &NetNs, url: &str, timeout_secs: u64) -> (u64, [u8; 32], Option<i32>, String) {
-    let mut child = ns
+    let child = ns
         .command(timeout_secs, "curl")
         .args(["-sS", "--fail", "-o", "-", url])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn curl");
-    let mut out = child.stdout.take().unwrap();
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        match out.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => {
-                h.update(&buf[..k]);
-                total += k as u64;
-            }
-        }
-    }
-    let mut err = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    let status = child.wait().unwrap();
-    (total, h.finalize().into(), status.code(), err)
+    let (total, sum, status, err) = finish_curl(child);
+    (total, sum, status.code(), err)
 }
 
 /// Fetch `url` with curl inside `ns` and check it got the `len`-byte file whose SHA-256 is
@@ -260,25 +68,7 @@ fn curl_file(ns: &NetNs, url: &str, timeout_secs: u64, len: usize, want: &[u8; 3
 
 /// The number after `"key":` in a JSON text (the first occurrence after `after`).
 fn json_u64(text: &str, after: &str, key: &str) -> Option<u64> {
-    let rest = &text[text.find(after)?..];
-    let rest = &rest[rest.find(&format!("\"{key}\":"))? + key.len() + 3..];
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
-}
-
-macro_rules! both_modes {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[test]
-            fn plain() {
-                ($body)(Mode::Plain)
-            }
-            #[test]
-            fn offload() {
-                ($body)(Mode::Offload)
-            }
-        }
-    };
+    common::interop::json_u64(&text[text.find(after)?..], key)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -390,29 +180,9 @@ fn server_result(p: &mut Proc) -> String {
     p.lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| format!("no result: {e}"))
 }
 
-/// The peer sends 10 MB while reading, then half-closes; its FIN reaches the host server
-/// as EOF (shutdown(Write) on the host socket), whose close comes back as the stack's FIN.
-const ECHO_CLIENT: &str = r#"
-import hashlib, random, socket, sys, threading
-host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-data = random.Random(7).randbytes(n)
-s = socket.create_connection((host, port), timeout=60)
-def send():
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
-t = threading.Thread(target=send)
-t.start()
-got = bytearray()
-while True:
-    b = s.recv(1 << 20)
-    if not b:
-        break
-    got += b
-t.join()
-s.close()
-print(len(got), bytes(got) == data)
-"#;
-
+/// The peer (ECHO_CLIENT) sends 10 MB while reading, then half-closes; its FIN reaches
+/// the host server as EOF (shutdown(Write) on the host socket), whose close comes back as
+/// the stack's FIN.
 fn echo_half_close(mode: Mode) {
     if skip(&["python3", "timeout"]) {
         return;
@@ -514,22 +284,7 @@ fn sigterm_resets_both_sides() {
     let (server, port) = host_server("echo", 0);
     let mut ns = NetNs::new();
     let mut relay = relay(&mut ns, Mode::Offload, port, &["--listen", "7", "--json"]);
-    let client = r#"
-import socket, sys
-s = socket.create_connection((sys.argv[1], 7), timeout=30)
-s.sendall(b"x" * 1000)
-got = 0
-while got < 1000:
-    got += len(s.recv(1000))
-print("connected", flush=True)
-try:
-    print("eof" if s.recv(1) == b"" else "data")
-except ConnectionResetError:
-    print("reset")
-"#;
-    let mut child =
-        ns.command(60, "python3").args(["-c", client, STACK_ADDR]).stdout(Stdio::piped()).spawn().expect("run python3");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut lines) = waiting_client(&ns, 7, true);
     assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("connected"));
     let (out, log) = relay.stop_ok();
     assert!(log.contains("1 reset at exit") && log.contains("1000 bytes up, 1000 bytes down"), "{log}");
@@ -556,16 +311,7 @@ fn handshake_options_in_pcap() {
     let (len, _, code, err) = curl(&ns, &format!("http://{STACK_ADDR}/small"), 30);
     assert_eq!((code, len), (Some(0), 1000), "curl: {err}");
     relay.stop_ok();
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args(["-Y", "tcp.flags.syn==1", "-T", "fields", "-E", "separator=|"])
-        .args(["-e", "ip.src", "-e", "tcp.flags.ack", "-e", "tcp.options.mss_val", "-e", "tcp.options.wscale.shift"])
-        .args(["-e", "tcp.options.sack_perm", "-e", "tcp.options.timestamp.tsval"])
-        .output()
-        .expect("run tshark");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let text = handshake_fields(&pcap);
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
     let syn = rows.iter().find(|r| r[0] == "10.77.0.1" && r[1] == "0").unwrap_or_else(|| panic!("no SYN:\n{text}"));
     let synack =

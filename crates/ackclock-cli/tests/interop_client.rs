@@ -9,182 +9,26 @@
 //! `TempDir`.
 #![cfg(target_os = "linux")]
 
+#[macro_use]
 mod common;
 
-use common::netns::{self, NetNs};
-use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{mpsc, OnceLock};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use common::interop::{
+    cli, file_sha256, finish_curl, handshake_fields, json_u64, pattern_sha256, random_file, serve, skip, Mode, Proc,
+    TempDir, HOST_CIDR, STACK_ADDR, STACK_CIDR,
+};
+use common::netns::NetNs;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
-const STACK_ADDR: &str = "10.77.0.2";
-const STACK_CIDR: &str = "10.77.0.2/24";
 const HOST_ADDR: &str = "10.77.0.1";
-const HOST_CIDR: &str = "10.77.0.1/24";
 /// 2% loss, 20 ms delay, 5% of frames 10 ms later still: each way.
 const IMPAIR: &str = "loss=2%,delay=20ms,reorder=5%:10ms";
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Plain,
-    Offload,
-}
-
-/// Skip (print the reason, pass) when namespaces or the needed tools are not available.
-fn skip(tools: &[&str]) -> bool {
-    let why = netns::unavailable()
-        .or_else(|| tools.iter().find(|t| !netns::have(t)).map(|t| format!("`{t}` is not installed")));
-    if let Some(why) = why {
-        eprintln!("SKIP: {why}");
-        return true;
-    }
-    false
-}
-
-/// `target/<profile>/ackclock`, built now with this test's profile (a no-op when fresh).
-fn cli() -> &'static PathBuf {
-    static CLI: OnceLock<PathBuf> = OnceLock::new();
-    CLI.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap().to_path_buf();
-        let target_dir = profile_dir.parent().unwrap();
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev".to_string(),
-            Some(p) => p.to_string(),
-            None => panic!("unexpected test executable path {exe:?}"),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "ackclock-cli", "--bin", "ackclock", "--profile", &profile])
-            .arg("--manifest-path")
-            .arg(manifest)
-            .arg("--target-dir")
-            .arg(target_dir)
-            .status()
-            .expect("run cargo to build the ackclock CLI");
-        assert!(status.success(), "building the ackclock CLI failed");
-        profile_dir.join("ackclock")
-    })
-}
-
-// ---------------------------------------------------------------------------------------
-// Child processes and temporary directories that clean up after themselves.
-
-/// A long-running child (serve, a server): SIGTERM, bounded wait, SIGKILL on stop or drop.
-struct Proc {
-    what: &'static str,
-    child: Child,
-    stderr: Option<JoinHandle<String>>,
-}
-
-impl Proc {
-    /// Spawn `cmd` and wait (at most 60 s) for a stdout line containing `ready`.
-    fn start(what: &'static str, mut cmd: Command, ready: &str) -> Proc {
-        let mut child = netns::die_with_parent(&mut cmd)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-        let mut err = child.stderr.take().unwrap();
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let ready = ready.to_string();
-        std::thread::spawn(move || {
-            let mut seen = false;
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if !seen && line.contains(&ready) {
-                    seen = true;
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let mut p = Proc { what, child, stderr: Some(stderr) };
-        if let Err(e) = rx.recv_timeout(Duration::from_secs(60)) {
-            let err = p.stop();
-            panic!("{what} did not start ({e}); stderr:\n{err}");
-        }
-        p
-    }
-
-    /// SIGTERM, wait (at most 15 s, then SIGKILL); what it printed on stderr.
-    fn stop(&mut self) -> String {
-        // SAFETY: signalling our own child, which has not been reaped yet.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break;
-                }
-            }
-        }
-        self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.stderr.is_some() {
-            let err = self.stop();
-            eprintln!("{} stderr:\n{err}", self.what);
-        }
-    }
-}
-
-/// A directory under the system's temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("ackclock-client-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `len` pseudo-random bytes (xorshift, seeded) in `dir/name`; returns their SHA-256.
-fn random_file(dir: &Path, name: &str, len: usize, seed: u64) -> [u8; 32] {
-    let mut x = seed | 1;
-    let mut data = Vec::with_capacity(len + 8);
-    while data.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        data.extend_from_slice(&x.to_le_bytes());
-    }
-    data.truncate(len);
-    std::fs::write(dir.join(name), &data).unwrap();
-    Sha256::digest(&data).into()
-}
 
 /// `python3 -m http.server 8000` inside the namespace (its own port space), serving `dir`.
 fn ns_http_server(ns: &NetNs, dir: &Path) -> Proc {
     let mut cmd = ns.command(600, "python3");
     cmd.args(["-u", "-m", "http.server", "8000", "--directory"]).arg(dir);
-    Proc::start("http.server", cmd, "Serving HTTP")
+    Proc::start("http.server", cmd, "Serving HTTP").0
 }
 
 /// What `ackclock fetch` did: its exit status, the JSON it printed, its stderr.
@@ -213,70 +57,18 @@ fn fetch(ns: &mut NetNs, mode: Mode, url: &str, out: &Path, extra: &[&str], time
     }
 }
 
-fn file_sha256(p: &Path) -> [u8; 32] {
-    Sha256::digest(std::fs::read(p).unwrap_or_default()).into()
-}
-
-/// The number after `"key":` in a JSON text.
-fn json_u64(text: &str, key: &str) -> Option<u64> {
-    let rest = &text[text.find(&format!("\"{key}\":"))? + key.len() + 3..];
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
-}
-
-/// `ackclock serve` on a TAP moved into `ns`, with `extra` options.
-fn serve(ns: &mut NetNs, mode: Mode, extra: &[&str]) -> Proc {
-    let tap = ns.tap_name().to_string();
-    ns.adopt(&tap);
-    let mut cmd = Command::new(cli());
-    cmd.args(["serve", "--tap", &tap, "--addr", STACK_CIDR, "--host-addr", HOST_CIDR, "--netns", ns.name()]);
-    cmd.args(extra);
-    if mode == Mode::Plain {
-        cmd.arg("--plain");
-    }
-    Proc::start("serve", cmd, "ready")
-}
-
-/// SHA-256 of serve's `GET /bytes/N` body: byte i is (i % 251) as u8.
-fn pattern_sha256(n: u64) -> [u8; 32] {
-    let block: Vec<u8> = (0..251 * 4096).map(|i| (i % 251) as u8).collect();
-    let mut h = Sha256::new();
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(block.len() as u64) as usize;
-        h.update(&block[..k]);
-        left -= k as u64;
-    }
-    h.finalize().into()
-}
-
 /// curl `/bytes/n` from serve inside the namespace; checks length and content.
 fn curl_pattern(ns: &NetNs, n: u64, timeout_secs: u64) {
-    let mut child = ns
+    let child = ns
         .command(timeout_secs, "curl")
         .args(["-sS", "--fail", "-o", "-", &format!("http://{STACK_ADDR}/bytes/{n}")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn curl");
-    let mut out = child.stdout.take().unwrap();
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        match out.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => {
-                h.update(&buf[..k]);
-                total += k as u64;
-            }
-        }
-    }
-    let mut err = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    let status = child.wait().unwrap();
+    let (total, sum, status, err) = finish_curl(child);
     assert!(status.success(), "curl: {status} {err}");
     assert_eq!(total, n, "body length");
-    let sum: [u8; 32] = h.finalize().into();
     assert!(sum == pattern_sha256(n), "body SHA-256 differs from the pattern's");
 }
 
@@ -313,22 +105,6 @@ fn nft_dropped(ns: &NetNs) -> (u64, u64) {
         .collect();
     assert_eq!(counts.len(), 2, "nft ruleset:\n{text}");
     (counts[0], counts[1])
-}
-
-macro_rules! both_modes {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-            #[test]
-            fn plain() {
-                ($body)(Mode::Plain)
-            }
-            #[test]
-            fn offload() {
-                ($body)(Mode::Offload)
-            }
-        }
-    };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -442,16 +218,7 @@ fn handshake_options_in_pcap() {
         60,
     );
     assert!(f.ok && json_u64(&f.json, "bytes") == Some(1000), "fetch: {}\n{}", f.json, f.log);
-    let o = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args(["-Y", "tcp.flags.syn==1", "-T", "fields", "-E", "separator=|"])
-        .args(["-e", "ip.src", "-e", "tcp.flags.ack", "-e", "tcp.options.mss_val", "-e", "tcp.options.wscale.shift"])
-        .args(["-e", "tcp.options.sack_perm", "-e", "tcp.options.timestamp.tsval"])
-        .output()
-        .expect("run tshark");
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
+    let text = handshake_fields(&pcap);
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
     let syn = rows.iter().find(|r| r[0] == STACK_ADDR && r[1] == "0").unwrap_or_else(|| panic!("no SYN:\n{text}"));
     let synack =
@@ -477,7 +244,7 @@ both_modes!(serve_curl_1mb_impaired, |mode| {
     let spec = format!("{IMPAIR},seed=5");
     let mut serve = serve(&mut ns, mode, &["--impair", &spec]);
     curl_pattern(&ns, 1_000_000, 120);
-    let log = serve.stop();
+    let (_, log) = serve.stop();
     assert!(log.contains("impairment: tx") && !log.contains("tx 0 passed, 0 lost"), "{log}");
     let tx_lost = log
         .split("impairment: tx ")
@@ -507,6 +274,6 @@ both_modes!(serve_curl_1mb_nft_loss, |mode| {
     // curl returns once it has the body; the close handshake may still be repairing a
     // dropped FIN or ACK (an RTO of 200 ms or more, perhaps twice). Let it finish first.
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let log = serve.stop();
+    let (_, log) = serve.stop();
     assert!(log.contains("(0 reset at exit)"), "{log}");
 });
