@@ -35,6 +35,9 @@ pub struct ConnStats {
     pub window_probes: u64,
     /// Received segments dropped for a bad checksum found during the copy to the application.
     pub bad_checksums: u64,
+    /// ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held back
+    /// ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
+    pub quick_acks: u64,
 }
 
 /// A snapshot of one connection, like Linux's `struct tcp_info`.
@@ -121,6 +124,9 @@ pub struct Counters {
     pub tx_splits: u64,
     /// Frames the device queue would not take.
     pub tx_dropped: u64,
+    /// ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held back
+    /// ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
+    pub quick_acks: u64,
     /// Segments received on the header-prediction fast path.
     pub fast_path_data: u64,
     pub fast_path_acks: u64,
