@@ -647,6 +647,8 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
         tcb.rexmt_start.get_or_insert(env.now);
     }
+    // An ACK owed by quick-ACK mode rode on data: no quick ACK was needed for it.
+    tcb.quickack.owed = false;
     acked_sent(env, tcb, h.ack);
     // The device sends `pieces` segments (as Linux counts tcp_skb_pcount).
     tcb.stats.segs_out += pieces as u64 - 1;

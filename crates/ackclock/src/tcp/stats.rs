@@ -35,8 +35,8 @@ pub struct ConnStats {
     pub window_probes: u64,
     /// Received segments dropped for a bad checksum found during the copy to the application.
     pub bad_checksums: u64,
-    /// ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held back
-    /// ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
+    /// Pure ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held
+    /// back ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
     pub quick_acks: u64,
 }
 
@@ -124,8 +124,8 @@ pub struct Counters {
     pub tx_splits: u64,
     /// Frames the device queue would not take.
     pub tx_dropped: u64,
-    /// ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held back
-    /// ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
+    /// Pure ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held
+    /// back ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
     pub quick_acks: u64,
     /// Segments received on the header-prediction fast path.
     pub fast_path_data: u64,

@@ -170,7 +170,7 @@ pub(crate) struct QuickAck {
     /// When in-order data last arrived (Linux `icsk_ack.lrcvtime`); `None` before the first.
     pub last_data: Option<Instant>,
     /// The ACK owed now is owed only because of quick-ACK mode (the delayed-ACK rule would
-    /// have waited): counted as a quick ACK when it leaves.
+    /// have waited): counted as a quick ACK when it leaves alone (not riding on data).
     pub owed: bool,
 }
 
