@@ -361,3 +361,55 @@ fn request_response_exchanges_finish_well_under_the_delayed_ack_time() {
         p.close_and_drain(c, s);
     }
 }
+
+/// A request written as two short writes (a 100-byte header, then a 500-byte body, once the
+/// header has left) on a fresh connection between two stacks: Minshall's rule holds the body until the header is
+/// acknowledged, and a quick ACK (the server's first data, Linux `tcp_event_data_recv`)
+/// brings that ACK at once, so the exchange finishes in well under the delayed-ACK time of
+/// virtual time. With quick ACKs off the body waits for the server's delayed ACK (40 ms).
+#[test]
+fn a_request_in_two_short_writes_is_not_held_for_the_delayed_ack() {
+    let run = |quick_acks: bool| {
+        let (mut ca, mut cb) = (common::config(common::A, 1), common::config(common::B, 2));
+        (ca.tcp.quick_acks, cb.tcp.quick_acks) = (quick_acks, quick_acks);
+        // 64 KB receive buffers: no window scaling, so the server's first read, which opens
+        // nothing worth announcing, sends no window update that would acknowledge the header.
+        (ca.tcp.recv_buffer, cb.tcp.recv_buffer) = (65535, 65535);
+        let mut p = Pair::with(ca, cb);
+        let (c, s) = p.connect(80);
+        let (header, body, resp) = (stream(100, 1), stream(500, 2), stream(1000, 3));
+        let start = p.now;
+        let (mut step, mut req, mut answered, mut got) = (0, Vec::new(), false, Vec::new());
+        let mut buf = vec![0u8; 4096];
+        assert!(p.run_until(Duration::from_secs(1), |p| {
+            // The header leaves (transmit runs between the steps) before the body is written.
+            match step {
+                0 => assert_eq!(p.a.tcp_send(c, &header), Ok(100)),
+                1 => assert_eq!(p.a.tcp_send(c, &body), Ok(500)),
+                _ => {}
+            }
+            step += 1;
+            while let Ok(n) = p.b.tcp_recv(s, &mut buf) {
+                req.extend_from_slice(&buf[..n]);
+            }
+            if req.len() == 600 && !answered {
+                assert_eq!(p.b.tcp_send(s, &resp), Ok(1000));
+                answered = true;
+            }
+            while let Ok(n) = p.a.tcp_recv(c, &mut buf) {
+                got.extend_from_slice(&buf[..n]);
+            }
+            got.len() == resp.len()
+        }));
+        assert!(req[..100] == header[..] && req[100..] == body[..] && got == resp);
+        (p.now.saturating_duration_since(start), p.b.counters().quick_acks)
+    };
+    let (quick, quick_acks) = run(true);
+    println!("two short writes: {} us with quick ACKs, {quick_acks} quick ACK(s) sent", quick.as_micros());
+    assert!(quick < Duration::from_millis(5), "{quick:?} of virtual time");
+    assert_eq!(quick_acks, 1, "the header's ACK");
+    let (delayed, quick_acks) = run(false);
+    println!("two short writes: {} us without quick ACKs", delayed.as_micros());
+    assert!(delayed >= Duration::from_millis(40), "{delayed:?}: the body waited for the delayed ACK");
+    assert_eq!(quick_acks, 0);
+}
