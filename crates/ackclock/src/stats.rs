@@ -101,6 +101,9 @@ counters! {
         tx_splits,
         /// Frames the device queue would not take.
         tx_dropped,
+        /// Pure ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held
+        /// back (`TcpConfig::quick_acks`).
+        quick_acks,
         /// Data segments received on the header-prediction fast path.
         fast_path_data,
         /// Pure ACKs received on the header-prediction fast path.

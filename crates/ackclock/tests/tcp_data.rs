@@ -122,8 +122,9 @@ fn fix_tcp(frame: &mut [u8]) {
 
 /// RFC 9293 §3.7.1, RFC 6691: with timestamps negotiated a full-sized segment carries the
 /// peer's MSS (1460) less the 12-byte timestamps option; a 10,000-byte send leaves as six
-/// 1448-byte segments at once, and Nagle (RFC 9293 §3.7.4) holds the 1312-byte tail until
-/// everything sent is acknowledged. The payload is the application's bytes, in order.
+/// 1448-byte segments and the 1312-byte tail at once (Nagle, RFC 9293 §3.7.4, as refined by
+/// Minshall, Linux `tcp_minshall_check`: no short segment is in flight to hold the tail).
+/// The payload is the application's bytes, in order.
 #[test]
 fn bulk_send_is_segmented_at_the_effective_mss() {
     let (mut t, c) = established(tcp_config(), seg("S").win(65535).mss(1460).sack_ok().ts(1000, 0));
@@ -136,13 +137,11 @@ fn bulk_send_is_segmented_at_the_effective_mss() {
         assert_eq!(s.payload, data[(1448 * i) as usize..(1448 * (i + 1)) as usize], "segment {i} payload");
         last = Some(s);
     }
+    let tail = t.expect(1, seg("P.").seq(1 + 6 * 1448).ack(P).win(65535).ts(ANY, ANY).len(1312));
+    assert_eq!(tail.payload, data[6 * 1448..]);
     t.expect_nothing(9);
-    // Acknowledging part of the flight does not release the short tail (Nagle).
     t.inject(10, seg(".").seq(P).ack(1 + 2 * 1448).win(65535).ts(1002, tsval(last.as_ref().unwrap())));
     t.expect_nothing(10);
-    t.inject(11, seg(".").seq(P).ack(1 + 6 * 1448).win(65535).ts(1003, tsval(last.as_ref().unwrap())));
-    let tail = t.expect(11, seg("P.").seq(1 + 6 * 1448).ack(P).win(65535).ts(ANY, ANY).len(1312));
-    assert_eq!(tail.payload, data[6 * 1448..]);
     t.inject(20, seg(".").seq(P).ack(10_001).win(65535).ts(1004, tsval(&tail)));
     t.expect_nothing(300);
     assert_eq!(t.stack.tcp_info(c).unwrap().flight, 0);
@@ -162,14 +161,15 @@ fn first_flight_is_bounded_by_the_initial_window_and_the_peer_window() {
         last = Some(t.expect(1, seg(".").seq(1 + 1448 * i).ack(P).win(65535).ts(ANY, ANY).len(1448)));
     }
     t.expect_nothing(9);
-    // Everything acknowledged: the three remaining full segments go; Nagle holds the tail.
+    // Everything acknowledged: the three remaining full segments go, and the short tail with
+    // them (Nagle as refined by Minshall, Linux `tcp_minshall_check`: no short segment is in
+    // flight).
     t.inject(10, seg(".").seq(P).ack(1 + 14_480).win(65535).ts(1001, tsval(last.as_ref().unwrap())));
     for i in 10..13u32 {
-        last = Some(t.expect(10, seg(".").seq(1 + 1448 * i).ack(P).win(65535).ts(ANY, ANY).len(1448)));
+        t.expect(10, seg(".").seq(1 + 1448 * i).ack(P).win(65535).ts(ANY, ANY).len(1448));
     }
+    t.expect(10, seg("P.").seq(1 + 13 * 1448).ack(P).win(65535).ts(ANY, ANY).len(20_000 - 13 * 1448));
     t.expect_nothing(19);
-    t.inject(20, seg(".").seq(P).ack(1 + 13 * 1448).win(65535).ts(1002, tsval(last.as_ref().unwrap())));
-    t.expect(20, seg("P.").seq(1 + 13 * 1448).ack(P).win(65535).ts(ANY, ANY).len(20_000 - 13 * 1448));
 
     // Peer window of 5000 bytes: three segments (4344 bytes); the 656 bytes left are less
     // than an MSS and less than half the peer's largest window, so nothing more is sent.
@@ -208,20 +208,25 @@ fn window_fields_are_scaled_after_the_syn_passive_open() {
     t.expect(100, seg(".").seq(1).ack(P).win(32768).ts(ANY, ANY).len(1448));
     let s2 = t.expect(100, seg(".").seq(1449).ack(P).win(32768).ts(ANY, ANY).len(1448));
     t.expect_nothing(109);
-    // 1000 bytes from the peer (not read): the window field is (262144 - 1000) >> 3.
+    // 1000 bytes from the peer (not read): the window field is (262144 - 1000) >> 3. (The
+    // connection's first data: acknowledged at once, a quick ACK as Linux's
+    // `tcp_event_data_recv` sends it.)
     t.inject(110, seg(".").seq(P).ack(1).win(23).ts(1002, tsval(&s2)).len(1000));
-    t.expect_nothing(149);
-    t.expect(150, seg(".").seq(2897).ack(P + 1000).win(((262_144 - 1000) >> 3) as u16).ts(ANY, 1002));
-    // The peer acknowledges both segments with the same scaled window: one more segment
-    // fits (2944 - 0 in flight), and the ACK it carries has the same window.
+    t.expect(110, seg(".").seq(2897).ack(P + 1000).win(((262_144 - 1000) >> 3) as u16).ts(ANY, 1002));
+    // The peer acknowledges both segments with the same scaled window: the rest fits (2944 -
+    // 0 in flight), the short tail too (Nagle as refined by Minshall, Linux
+    // `tcp_minshall_check`: no short segment is in flight), and the ACKs they carry have the
+    // same window.
     t.inject(200, seg(".").seq(P + 1000).ack(2897).win(23).ts(1003, tsval(&s2)));
     t.expect(200, seg(".").seq(2897).ack(P + 1000).win(((262_144 - 1000) >> 3) as u16).ts(ANY, ANY).len(1448));
+    t.expect(200, seg("P.").seq(4345).ack(P + 1000).win(((262_144 - 1000) >> 3) as u16).ts(ANY, ANY).len(656));
     t.expect_nothing(250);
 }
 
 /// RFC 7323 §2.2: on an active open the SYN-ACK's window (2000) is not scaled, although it
 /// carries a shift of 7: one 1448-byte segment fits, the rest waits (sender SWS avoidance).
-/// The next window (2000 << 7) is scaled.
+/// The next window (2000 << 7) is scaled: the rest goes, its short tail too (Nagle as refined
+/// by Minshall, Linux `tcp_minshall_check`: no short segment is in flight).
 #[test]
 fn window_fields_are_scaled_after_the_syn_active_open() {
     let mut t = Script::new(tcp_config());
@@ -240,6 +245,7 @@ fn window_fields_are_scaled_after_the_syn_active_open() {
     assert_eq!(t.stack.tcp_info(c).unwrap().snd_wnd, 2000 << 7);
     t.expect(20, seg(".").seq(1449).ack(P).win(32768).ts(ANY, ANY).len(1448));
     t.expect(20, seg(".").seq(2897).ack(P).win(32768).ts(ANY, ANY).len(1448));
+    t.expect(20, seg("P.").seq(4345).ack(P).win(32768).ts(ANY, ANY).len(656));
     t.expect_nothing(29);
 }
 
@@ -508,10 +514,12 @@ fn out_of_order_segments_are_held_and_delivered_in_order() {
 /// RFC 5681 §4.2, RFC 9293 §3.8.6.3: one full-sized segment is acknowledged after the
 /// delayed-ACK time (40 ms, `TcpConfig::delayed_ack`), not before; a second full-sized
 /// segment before then draws the ACK at once; two segments in one receive batch draw a
-/// single ACK covering both.
+/// single ACK covering both. (Quick ACKs, which acknowledge a connection's first segments
+/// at once, are off: the subject is the delayed-ACK rule itself.)
 #[test]
 fn delayed_ack_after_40_ms_or_every_second_segment() {
-    let (mut t, _c) = established(tcp_config(), seg("S").win(65535).mss(1460));
+    let no_quick = TcpConfig { quick_acks: false, ..tcp_config() };
+    let (mut t, _c) = established(no_quick.clone(), seg("S").win(65535).mss(1460));
     let full = |i: u32| seg(".").seq(P + 1460 * i).ack(1).win(65535).len(1460);
     t.inject(10, full(0));
     t.expect_nothing(49);
@@ -529,7 +537,7 @@ fn delayed_ack_after_40_ms_or_every_second_segment() {
     t.expect(320, seg(".").seq(1).ack(P + 5 * 1460).win(65535));
     t.expect_nothing(500);
     // A configured delay is honoured.
-    let cfg = TcpConfig { delayed_ack: ms(200), ..tcp_config() };
+    let cfg = TcpConfig { delayed_ack: ms(200), ..no_quick };
     let (mut t, _c) = established(cfg, seg("S").win(65535).mss(1460));
     t.inject(10, full(0));
     t.expect_nothing(209);
@@ -613,11 +621,12 @@ fn no_window_update_when_the_window_field_cannot_grow() {
 // 8. Nagle and sender SWS avoidance
 // ---------------------------------------------------------------------------------------
 
-/// RFC 9293 §3.7.4 (Nagle): a short segment waits while data is unacknowledged, collecting
-/// later writes; a full-sized segment is never held; the short one goes when everything
-/// sent is acknowledged.
+/// RFC 9293 §3.7.4 (Nagle) as refined by Minshall (Linux `tcp_minshall_check`): a short
+/// segment waits while a short segment sent before is unacknowledged, collecting later
+/// writes; a full-sized segment is never held; the short one goes when the short one before
+/// it is acknowledged, although a full-sized segment sent after that is not.
 #[test]
-fn nagle_holds_short_segments_while_data_is_unacknowledged() {
+fn nagle_holds_short_segments_while_a_short_segment_is_unacknowledged() {
     let (mut t, c) = established(tcp_config(), seg("S").win(65535).mss(1460));
     let data = stream(1860, 11);
     t.stack.tcp_send(c, &data[..100]).unwrap();
@@ -635,9 +644,9 @@ fn nagle_holds_short_segments_while_data_is_unacknowledged() {
     t.stack.tcp_send(c, &data[1760..]).unwrap();
     t.expect_nothing(61);
     t.inject(100, seg(".").seq(P).ack(301).win(65535));
-    t.expect_nothing(100);
+    t.expect(100, seg("P.").seq(1761).ack(P).win(65535).len(100));
     t.inject(110, seg(".").seq(P).ack(1761).win(65535));
-    t.expect(110, seg("P.").seq(1761).ack(P).win(65535).len(100));
+    t.expect_nothing(150);
 }
 
 /// RFC 9293 §3.7.4: Nagle off (`SocketOptions::nodelay` on the listener, or
@@ -1159,8 +1168,10 @@ fn deferred_checksum_failure_found_by_recv() {
     t.inject_payload(200, seg(".").seq(P).ack(1).win(65535).ts(2001, 1), &data);
     assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(1000));
     assert_eq!(buf[..1000], data[..]);
-    t.expect_nothing(239);
-    t.expect(240, seg(".").seq(1).ack(P + 1000).win(65535 - 1000).ts(ANY, 2001));
+    // The connection's first good data: acknowledged at once (a quick ACK, Linux
+    // `tcp_event_data_recv`).
+    t.expect(200, seg(".").seq(1).ack(P + 1000).win(65535 - 1000).ts(ANY, 2001));
+    t.expect_nothing(300);
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
 }
 
@@ -1506,10 +1517,10 @@ fn in_order_data_beyond_the_advertised_window_is_cut_at_the_right_edge() {
     t.expect_nothing(20);
     let fast = t.stack.counters().fast_path_data;
     t.inject_payload(30, seg(".").seq(P + 65000).ack(1).win(65535).len(1460), &data[65000..66460]);
-    // The 535 bytes kept count as one segment for the delayed-ACK rule: the ACK comes
-    // 40 ms later, for the right edge, with the window now closed.
-    t.expect_nothing(69);
-    t.expect(70, seg(".").seq(1).ack(P + 65535).win(0));
+    // The 535 bytes kept count as one segment, acknowledged at once (the connection is still
+    // in quick-ACK mode, Linux `__tcp_ack_snd_check`: one of its 16 quick ACKs was spent),
+    // for the right edge, with the window now closed.
+    t.expect(30, seg(".").seq(1).ack(P + 65535).win(0));
     assert_eq!(t.stack.counters().fast_path_data, fast, "beyond the right edge: the full path");
     // Checked at once, not deferred: a trimmed segment could not be checked later.
     assert_eq!(t.stack.counters().drops_bad_checksum, 0);

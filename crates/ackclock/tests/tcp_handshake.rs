@@ -42,13 +42,13 @@ fn options_absent_from_the_syn_are_not_used() {
     let info = t.stack.tcp_info(c).unwrap();
     assert_eq!((info.smss, info.eff_mss, info.snd_wscale, info.rcv_wscale), (536, 536, 0, 0));
     assert!(!info.timestamps && !info.sack);
-    // Data goes out in 536-byte segments, with unscaled windows; Nagle (RFC 9293 §3.7.4)
-    // holds the short tail until the first segment is acknowledged.
+    // Data goes out in 536-byte segments, with unscaled windows; the short tail goes with
+    // the first segment (Nagle, RFC 9293 §3.7.4, as refined by Minshall, Linux
+    // `tcp_minshall_check`: no short segment is in flight).
     t.stack.tcp_send(c, &[7u8; 1000]).unwrap();
     t.expect(2, seg(".").seq(1).ack(PEER_ISS + 1).win(65535).len(536));
+    t.expect(2, seg("P.").seq(537).ack(PEER_ISS + 1).win(65535).len(464));
     t.expect_nothing(3);
-    t.inject(4, seg(".").seq(PEER_ISS + 1).ack(537).win(8192));
-    t.expect(4, seg("P.").seq(537).ack(PEER_ISS + 1).win(65535).len(464));
 }
 
 /// RFC 9293 §3.5 (figure 5), RFC 6298 §2.1: an active open sends a SYN with every option,
@@ -188,15 +188,17 @@ fn timestamps_off_passive_open() {
     assert_eq!(info.srtt, Some(Duration::from_millis(20)), "RTT timed on the SYN-ACK");
     t.stack.tcp_send(c, &[7u8; 2000]).unwrap();
     t.expect(20, seg(".").seq(1).ack(P).win(32768).len(1460));
+    t.expect(20, seg("P.").seq(1461).ack(P).win(32768).len(540));
     t.expect_nothing(29);
-    // Data with TSopts, the second one's TSval older than the first's: both are taken.
+    // Data with TSopts, the second one's TSval older than the first's: both are taken (and
+    // acknowledged at once: the connection's first data, quick ACKs as Linux's
+    // `tcp_event_data_recv` sends them).
     t.inject(30, seg("P.").seq(P).ack(1461).win(502).ts(5000, 0).len(100));
     // (262144 - 100) / 8, rounded up so the right edge does not move left (RFC 7323 §2.4).
-    t.expect(30, seg("P.").seq(1461).ack(P + 100).win(32756).len(540));
+    t.expect(30, seg(".").seq(2001).ack(P + 100).win(32756));
     t.inject(40, seg("P.").seq(P + 100).ack(2001).win(502).ts(4000, 0).len(100));
-    t.expect_nothing(79);
     // The right edge stays at P + 100 + 8 · 32756: (that - (P + 200)) / 8, rounded up.
-    t.expect(80, seg(".").seq(2001).ack(P + 200).win(32744));
+    t.expect(40, seg(".").seq(2001).ack(P + 200).win(32744));
     assert_eq!(t.stack.counters().drops_paws, 0);
     assert_eq!(t.stack.tcp_recv(c, &mut [0u8; 256]), Ok(200));
 }
@@ -310,6 +312,8 @@ fn mss_override_is_advertised_and_bounds_our_segments() {
             t.expect(1, seg(".").seq(1 + off as u32).ack(P).win(65535).len(seg_len as usize));
             off += seg_len as usize;
         }
+        // The short tail with them (Nagle as refined by Minshall, Linux `tcp_minshall_check`).
+        t.expect(1, seg("P.").seq(1 + off as u32).ack(P).win(65535).len(2500 - off));
         t.expect_nothing(1);
     }
 }
@@ -353,5 +357,6 @@ fn mss_override_is_capped_by_the_device_mtu() {
     t.stack.tcp_send(c, &[1u8; 3000]).unwrap();
     t.expect(1, seg(".").seq(1).ack(P).win(65535).len(1460));
     t.expect(1, seg(".").seq(1461).ack(P).win(65535).len(1460));
+    t.expect(1, seg("P.").seq(2921).ack(P).win(65535).len(80));
     t.expect_nothing(1);
 }

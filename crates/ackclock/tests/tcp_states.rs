@@ -289,7 +289,8 @@ fn simultaneous_close_goes_through_closing() {
 
 /// RFC 9293 §3.6 ("CLOSE ... the user may continue to RECEIVE until told that the remote
 /// side has closed"), §3.10.7.4: after shutdown(Write) the connection keeps taking the peer's
-/// data in FIN-WAIT-1 and FIN-WAIT-2 (delayed ACKs, RFC 5681 §4.2: 40 ms), until its FIN.
+/// data in FIN-WAIT-1 and FIN-WAIT-2, and acknowledges it (at once: quick ACKs on the
+/// connection's first data, Linux `tcp_event_data_recv`), until its FIN.
 #[test]
 fn half_close_keeps_receiving_until_the_peers_fin() {
     let mut t = Script::new(tcp_config());
@@ -299,15 +300,13 @@ fn half_close_keeps_receiving_until_the_peers_fin() {
     t.expect(1, seg("F.").seq(1).ack(PEER_ISS + 1).win(WIN));
     // Data in FIN-WAIT-1 (our FIN not yet acknowledged).
     t.inject(2, seg("P.").seq(PEER_ISS + 1).ack(1).win(WIN).len(100));
-    t.expect_nothing(41);
-    t.expect(42, seg(".").seq(2).ack(PEER_ISS + 101).win(WIN));
+    t.expect(2, seg(".").seq(2).ack(PEER_ISS + 101).win(WIN));
     assert_eq!(state(&t, c), State::FinWait1);
     t.inject(50, seg(".").seq(PEER_ISS + 101).ack(2).win(WIN));
     assert_eq!(state(&t, c), State::FinWait2);
     // Data in FIN-WAIT-2.
     t.inject(60, seg("P.").seq(PEER_ISS + 101).ack(2).win(WIN).len(200));
-    t.expect_nothing(99);
-    t.expect(100, seg(".").seq(2).ack(PEER_ISS + 301).win(WIN));
+    t.expect(60, seg(".").seq(2).ack(PEER_ISS + 301).win(WIN));
     let r = t.stack.tcp_readiness(c).unwrap();
     assert!(r.readable && !r.read_closed && !r.writable);
     let mut buf = [0u8; 400];
@@ -1072,11 +1071,12 @@ fn twenty_connections_on_one_listener() {
             msg.as_bytes(),
         );
     }
-    // Each connection owes its own delayed ACK, for its own data.
-    t.expect_nothing(49);
-    let acks = t.run_to(50);
+    // Each connection acknowledges its own data (at once: its first data, a quick ACK as
+    // Linux's `tcp_event_data_recv` sends it).
+    let acks = t.sent_now();
     assert_eq!(acks.len(), 20);
-    for (_, a) in &acks {
+    t.expect_nothing(100);
+    for a in &acks {
         let p = a.dst_port;
         let len = format!("hello from {p}").len() as u32;
         assert_eq!(
@@ -1093,7 +1093,8 @@ fn twenty_connections_on_one_listener() {
 }
 
 /// RFC 9293 §3.5 (figure 6 line 5: data may ride on the handshake's final ACK): the data
-/// is queued, readable once the connection is accepted, and acknowledged (delayed, 40 ms).
+/// is queued, readable once the connection is accepted, and acknowledged (at once: the
+/// connection's first data, a quick ACK as Linux's `tcp_event_data_recv` sends it).
 #[test]
 fn final_ack_of_passive_open_may_carry_data() {
     let mut t = Script::new(tcp_config());
@@ -1101,8 +1102,8 @@ fn final_ack_of_passive_open_may_carry_data() {
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460));
     t.expect(0, seg("S.").seq(0).ack(PEER_ISS + 1).win(WIN).mss(1460));
     t.inject(10, seg("P.").seq(PEER_ISS + 1).ack(1).win(WIN).len(20));
-    t.expect_nothing(49);
-    t.expect(50, seg(".").seq(1).ack(PEER_ISS + 21).win(WIN));
+    t.expect(10, seg(".").seq(1).ack(PEER_ISS + 21).win(WIN));
+    t.expect_nothing(100);
     let c = t.stack.tcp_accept(l).unwrap();
     let mut buf = [0u8; 32];
     assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(20));
@@ -1113,10 +1114,11 @@ fn final_ack_of_passive_open_may_carry_data() {
 /// MSS) or more) and RFC 5681 §4.2 (delayed ACKs): without window scaling the window field
 /// is already at its 65535 maximum, so reading a small segment opens nothing worth
 /// announcing: the segment is acknowledged by the delayed ACK, not at once by a "window
-/// update" carrying the same window.
+/// update" carrying the same window. (Quick ACKs, which acknowledge a connection's first
+/// data at once, are off: the delayed ACK is part of the subject.)
 #[test]
 fn reading_sends_no_window_update_when_the_window_cannot_grow() {
-    let mut t = Script::new(tcp_config());
+    let mut t = Script::new(config(|c| c.quick_acks = false));
     let (_l, c) = established(&mut t);
     t.inject(10, seg("P.").seq(PEER_ISS + 1).ack(1).win(WIN).len(100));
     assert_eq!(t.stack.tcp_recv(c, &mut [0u8; 128]), Ok(100));
@@ -1415,8 +1417,9 @@ fn no_buffer_space_when_the_pool_or_the_table_is_full() {
 
 /// Per-socket buffer sizes (`SocketOptions`), RFC 9293 §3.8.6 and RFC 7323 §2.3: a
 /// listener's 4000-byte receive buffer is the SYN-ACK's whole window (no scaling needed:
-/// shift 0), and 4000 bytes from the peer close it (the delayed ACK, RFC 5681 §4.2, says
-/// window 0, and a byte beyond is refused); a 1 MiB buffer needs shift 5
+/// shift 0), and 4000 bytes from the peer close it (the ACK says window 0: at once, the
+/// second of the two quick ACKs such a small window gets, Linux `tcp_incr_quickack`; and a
+/// byte beyond is refused); a 1 MiB buffer needs shift 5
 /// (1 MiB >> 4 is still above 65535), which the SYN-ACK offers.
 #[test]
 fn per_socket_receive_buffer_sets_the_window_and_its_scale() {
@@ -1433,8 +1436,7 @@ fn per_socket_receive_buffer_sets_the_window_and_its_scale() {
     t.inject(10, seg(".").seq(PEER_ISS + 1461).ack(1).win(WIN).len(1460));
     t.expect(10, seg(".").seq(1).ack(PEER_ISS + 2921).win(4000 - 2920));
     t.inject(20, seg("P.").seq(PEER_ISS + 2921).ack(1).win(WIN).len(1080));
-    t.expect_nothing(59);
-    t.expect(60, seg(".").seq(1).ack(PEER_ISS + 4001).win(0));
+    t.expect(20, seg(".").seq(1).ack(PEER_ISS + 4001).win(0));
     // Nothing beyond the buffer is taken: a byte past the closed window is refused.
     t.inject(70, seg("P.").seq(PEER_ISS + 4001).ack(1).win(WIN).len(1));
     t.expect(70, seg(".").seq(1).ack(PEER_ISS + 4001).win(0));
@@ -1449,8 +1451,9 @@ fn per_socket_receive_buffer_sets_the_window_and_its_scale() {
 /// Per-socket send buffer (`SocketOptions::send_buffer`, set here on a live connection):
 /// with 3000 bytes, `send` takes 3000 of 10,000 and then would block; the connection is not
 /// writable until the peer acknowledges data, which frees exactly that much room (1460).
-/// Nagle (RFC 9293 §3.7.4) holds the 80-byte tail while data is unacknowledged; the next
-/// write fills it to a full segment, which goes at once.
+/// The 80-byte tail goes with the full segments (Nagle, RFC 9293 §3.7.4, as refined by
+/// Minshall, Linux `tcp_minshall_check`: no short segment is in flight); the next write's
+/// full segment goes at once although the short one is unacknowledged.
 #[test]
 fn per_socket_send_buffer_bounds_queued_bytes() {
     let mut t = Script::new(tcp_config());
@@ -1463,12 +1466,13 @@ fn per_socket_send_buffer_bounds_queued_bytes() {
     assert!(!t.stack.tcp_readiness(c).unwrap().writable);
     t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1460));
     t.expect(1, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect(1, seg("P.").seq(2921).ack(PEER_ISS + 1).win(WIN).len(80));
     t.expect_nothing(9);
     t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1461).win(WIN));
     assert!(t.stack.tcp_readiness(c).unwrap().writable);
     assert_eq!(t.stack.tcp_send(c, &[2u8; 10_000]), Ok(1460));
     assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::WouldBlock));
-    t.expect(10, seg(".").seq(2921).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect(10, seg("P.").seq(3001).ack(PEER_ISS + 1).win(WIN).len(1460));
     t.expect_nothing(19);
 }
 

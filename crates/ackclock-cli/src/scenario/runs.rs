@@ -8,6 +8,7 @@ use super::harness::{tcp_config, Receiver, Sender, Transfer};
 use ackclock::sim::{Dumbbell, DumbbellConfig, LinkConfig, Loss, QueueLimit, World};
 use ackclock::tcp::cc::Algorithm;
 use ackclock::tcp::trace::Record;
+use ackclock::tcp::TcpConfig;
 use ackclock::time::{Duration, Instant};
 use std::io::Write;
 
@@ -156,7 +157,10 @@ pub const OUTAGE_MS: u64 = 200;
 /// the path is back, so once), cwnd falls to one segment, and the sender slow-starts to
 /// half the window it had, then grows by one segment per round trip.
 pub fn timeout(seed: u64, pcap: PcapOut) -> Timeout {
-    let tcp = tcp_config(4 << 20, Algorithm::NewReno, true);
+    // Delayed ACKs only (one per two segments), as the slow start after the timeout is drawn
+    // and checked: quick ACKs (Linux's, after the receiver sat idle through the outage for
+    // longer than its RTO) would ACK the first 16 segments one by one.
+    let tcp = TcpConfig { quick_acks: false, ..tcp_config(4 << 20, Algorithm::NewReno, true) };
     let mut t = Transfer::new(seed, wan(10_000_000, 40, 66), &tcp, None);
     let outage = (Instant::from_millis(OUTAGE_AT_MS), Instant::from_millis(OUTAGE_AT_MS + OUTAGE_MS));
     t.path.shaper.drop_nth = vec![FAST_RECOVERY_DROP];

@@ -43,6 +43,14 @@ pub struct TcpConfig {
     pub nodelay: bool,
     /// Delayed-ACK timer (RFC 5681 §4.2 allows up to 500 ms; Linux uses 40 ms).
     pub delayed_ack: Duration,
+    /// Quick ACKs, as Linux sends them (`tcp_incr_quickack`, `__tcp_ack_snd_check`): on a
+    /// connection's first data and after the receiver was idle longer than the RTO, ACK
+    /// every data segment at once for min(window / (2 MSS), 16) segments (at least 2)
+    /// instead of delaying, unless the connection is interactive (we answered data with
+    /// data within `delayed_ack`, so our ACKs ride on it). A sender's slow start and the
+    /// tail of a write held by Nagle's algorithm then need not wait for the delayed-ACK
+    /// timer. Off: every ACK follows the delayed-ACK rule alone.
+    pub quick_acks: bool,
     /// Maximum segment lifetime; TIME_WAIT lasts 2 MSL (RFC 9293 §3.4.2).
     pub msl: Duration,
     /// How long an orphaned connection (closed by the application) may sit in FIN_WAIT_2
@@ -92,6 +100,7 @@ impl Default for TcpConfig {
             send_buffer: 256 * 1024,
             nodelay: false,
             delayed_ack: Duration::from_millis(40),
+            quick_acks: true,
             msl: Duration::from_secs(30),
             fin_wait_2_timeout: Duration::from_secs(60),
             rtt: RttConfig::default(),

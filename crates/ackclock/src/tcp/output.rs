@@ -185,15 +185,16 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 }
                 break;
             }
-            // Nagle (RFC 9293 §3.7.4): a short last segment waits while data is
-            // unacknowledged, unless nodelay or the FIN goes with it.
+            // Nagle (RFC 9293 §3.7.4) with Minshall's refinement: a short last segment waits
+            // while a short segment sent before is unacknowledged, unless nodelay or the FIN
+            // goes with it.
             let short = seg_len < smss;
             if short
                 && is_last
                 && tcb.sndq[idx].sent == 0
                 && !tcb.opts.nodelay
                 && !tcb.fin_queued
-                && tcb.snd_max != tcb.snd_una
+                && minshall_holds(tcb)
             {
                 break;
             }
@@ -220,6 +221,17 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
         break;
     }
     sent
+}
+
+/// Minshall's refinement of Nagle's algorithm (Minshall, "A Proposed Modification to Nagle's
+/// Algorithm", draft-minshall-nagle-01; Linux `tcp_minshall_check`): a short segment is held
+/// only while the last short segment sent is unacknowledged. Full-sized segments in flight
+/// do not hold back the tail of a write, so the tail does not wait for a delayed ACK of
+/// them; at most one short segment is in flight at a time, as Nagle intended. (`snd_sml`
+/// beyond `snd_max` is stale, from before the sequence space wrapped.)
+#[inline]
+fn minshall_holds(tcb: &Tcb) -> bool {
+    tcb.snd_sml > tcb.snd_una && tcb.snd_sml <= tcb.snd_max
 }
 
 /// Payload bytes per send-queue segment: one MSS, or, when the device cuts segments
@@ -433,6 +445,17 @@ fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, opt
 
 /// Bookkeeping after any segment carrying an ACK left.
 fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
+    if tcb.unacked_segs > 0 {
+        // Linux `tcp_dec_quickack_mode`: an ACK of new data spends a quick ACK, whether
+        // it went alone or rode on data.
+        let q = &mut tcb.quickack;
+        q.quick = q.quick.saturating_sub(1);
+        if q.owed {
+            q.owed = false;
+            tcb.stats.quick_acks += 1;
+            env.counters.quick_acks += 1;
+        }
+    }
     tcb.last_ack_sent = ack;
     tcb.ack_now = false;
     tcb.unacked_segs = 0;
@@ -598,6 +621,18 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
     }
     tcb.stats.bytes_sent += len as u64;
     tcb.last_send = env.now;
+    // Linux `tcp_minshall_update`: remember where the last short segment ends (an offload
+    // unit is short when its last piece is).
+    if !retransmit && len < pieces as u32 * mss {
+        tcb.snd_sml = seq + len;
+    }
+    // Linux `tcp_event_data_sent`: data sent within the delayed-ACK time of the last data
+    // received answers it; the connection is interactive, and its ACKs ride on its data.
+    if let (true, Some(t)) = (tcb.quickack.enabled, tcb.quickack.last_data) {
+        if env.now.saturating_duration_since(t) < env.config.delayed_ack {
+            tcb.quickack.pingpong = true;
+        }
+    }
     if retransmit {
         if let Some(r) = tcb.recovery.as_mut() {
             r.high_rxt = r.high_rxt.max(seq + len);
@@ -612,6 +647,8 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
         tcb.rexmt_start.get_or_insert(env.now);
     }
+    // An ACK owed by quick-ACK mode rode on data: no quick ACK was needed for it.
+    tcb.quickack.owed = false;
     acked_sent(env, tcb, h.ack);
     // The device sends `pieces` segments (as Linux counts tcp_skb_pcount).
     tcb.stats.segs_out += pieces as u64 - 1;

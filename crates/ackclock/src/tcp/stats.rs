@@ -40,6 +40,9 @@ pub struct ConnStats {
     pub window_probes: u64,
     /// Received segments dropped for a bad checksum found during the copy to the application.
     pub bad_checksums: u64,
+    /// Pure ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held
+    /// back ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
+    pub quick_acks: u64,
 }
 
 /// A snapshot of one connection, like Linux's `struct tcp_info`.

@@ -3,7 +3,7 @@
 //! listener table, a new connection's control block, and a connection's retirement.
 //! Nothing here scans connections: every lookup is the cache or one hash probe.
 
-use super::tcb::{Tcb, Timers};
+use super::tcb::{QuickAck, Tcb, Timers};
 use super::{hash, OutOfOrderQueue, RttEstimator};
 use super::{input, recovery, rxq, ConnStats, FourTuple, SeqNumber, SocketOptions, State, Tcp};
 use crate::time::Instant;
@@ -165,6 +165,7 @@ impl Tcp {
             snd_wl1: SeqNumber(0),
             snd_wl2: SeqNumber(0),
             max_snd_wnd: 0,
+            snd_sml: iss,
             snd_wscale: 0,
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
@@ -212,6 +213,7 @@ impl Tcp {
             ack_now: false,
             unacked_segs: 0,
             dsack: None,
+            quickack: QuickAck::new(self.config.quick_acks),
             timers: Timers::default(),
             shut_rd: false,
             orphan: false,

@@ -179,6 +179,40 @@ impl Timers {
     }
 }
 
+/// Most quick ACKs one entry into quick-ACK mode grants (Linux `TCP_MAX_QUICKACKS`).
+pub(crate) const MAX_QUICK_ACKS: u8 = 16;
+
+/// The receiver's ACK pacing beyond RFC 5681 §4.2's delayed-ACK rule, as Linux keeps it in
+/// `icsk_ack`: quick-ACK mode (ACK every data segment at once, for a number of segments) and
+/// interactive ("pingpong") mode, where ACKs are left to ride on the data we send back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QuickAck {
+    /// Quick ACKs are on for this connection ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
+    pub enabled: bool,
+    /// ACKs of new data still to send at once (Linux `icsk_ack.quick`).
+    pub quick: u8,
+    /// We answered data with data within the delayed-ACK time: the connection is
+    /// interactive, and quick ACKs are suspended (Linux `inet_csk_in_pingpong_mode`).
+    pub pingpong: bool,
+    /// When in-order data last arrived (Linux `icsk_ack.lrcvtime`); `None` before the first.
+    pub last_data: Option<Instant>,
+    /// The ACK owed now is owed only because of quick-ACK mode (the delayed-ACK rule would
+    /// have waited): counted as a quick ACK when it leaves alone (not riding on data).
+    pub owed: bool,
+}
+
+impl QuickAck {
+    pub fn new(enabled: bool) -> QuickAck {
+        QuickAck { enabled, quick: 0, pingpong: false, last_data: None, owed: false }
+    }
+
+    /// In quick-ACK mode: quick ACKs left and not interactive (Linux `tcp_in_quickack_mode`).
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.quick > 0 && !self.pingpong
+    }
+}
+
 /// Why a connection ended abnormally, reported once to the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnError {
@@ -209,6 +243,10 @@ pub(crate) struct Tcb {
     pub snd_wl2: SeqNumber,
     /// Largest window the peer has offered (sender SWS avoidance, RFC 9293 §3.8.6.2.1).
     pub max_snd_wnd: u32,
+    /// End of the last short (less than a full-sized) data segment sent: Minshall's
+    /// refinement of Nagle's algorithm holds a short segment only while this is
+    /// unacknowledged (Linux `snd_sml`).
+    pub snd_sml: SeqNumber,
     /// The peer's window-scale shift (applies to windows it sends).
     pub snd_wscale: u8,
 
@@ -309,6 +347,8 @@ pub(crate) struct Tcb {
     pub unacked_segs: u32,
     /// A D-SACK block to report in the next ACK (RFC 2883).
     pub dsack: Option<(SeqNumber, SeqNumber)>,
+    /// Quick-ACK and interactive modes.
+    pub quickack: QuickAck,
 
     pub timers: Timers,
 
@@ -355,6 +395,7 @@ impl Tcb {
         self.snd_una = iss;
         self.snd_nxt = iss;
         self.snd_max = iss;
+        self.snd_sml = iss;
         self.snd_end = iss + 1;
         self.recover = iss;
         self.snd_max_at_dupack = iss;

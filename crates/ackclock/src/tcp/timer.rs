@@ -32,9 +32,11 @@ pub(crate) fn expire(env: &mut Env, tcb: &mut Tcb) -> Outcome {
         }
     }
     if due(tcb.timers.delack) {
-        // RFC 5681 §4.2: the delayed ACK is owed now.
+        // RFC 5681 §4.2: the delayed ACK is owed now. No data of ours carried it: the
+        // connection is not interactive after all (Linux `tcp_delack_timer_handler`).
         tcb.timers.delack = None;
         tcb.ack_now = true;
+        tcb.quickack.pingpong = false;
     }
     if due(tcb.timers.retry) {
         // Buffers may be back: the caller runs output next.

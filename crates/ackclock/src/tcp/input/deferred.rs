@@ -97,5 +97,10 @@ pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
     if tcb.rcv_unverified == 0 && tcb.ack_seq() == tcb.last_ack_sent {
         tcb.timers.delack = None;
         tcb.unacked_segs = 0;
+        // Nor does a quick ACK owed only for them.
+        if tcb.quickack.owed {
+            tcb.quickack.owed = false;
+            tcb.ack_now = false;
+        }
     }
 }

@@ -683,6 +683,9 @@ pub(crate) fn in_order_received(
 ) {
     let unverified = checksum == Checksum::Deferred;
     let filled_hole = arrival == Arrival::FilledHole;
+    if tcb.quickack.enabled {
+        quick_ack_on_data(now, tcb);
+    }
     // A deferred segment is never merged (`try_merge`): it is the newest queue entry.
     if unverified {
         tcb.rcv_unverified += 1;
@@ -700,13 +703,44 @@ pub(crate) fn in_order_received(
         }
     }
     // RFC 5681 §4.2: an ACK for at least every second full-sized segment; at once when the
-    // segment filled a hole; otherwise within the delayed-ACK time.
+    // segment filled a hole; otherwise within the delayed-ACK time, unless in quick-ACK mode
+    // (Linux `__tcp_ack_snd_check`), which acknowledges every segment at once.
     tcb.unacked_segs += 1;
     if filled_hole || tcb.unacked_segs >= 2 {
         tcb.ack_now = true;
+        tcb.quickack.owed = false;
+    } else if tcb.quickack.active() {
+        tcb.ack_now = true;
+        tcb.quickack.owed = true;
     } else if tcb.timers.delack.is_none() {
         tcb.timers.delack = Some(now + delayed_ack);
     }
+}
+
+/// Linux `tcp_event_data_recv`'s delayed-ACK engine, for in-order data arriving at `now`:
+/// the connection's first data, or data after the receiver was idle longer than the RTO
+/// (the sender restarts from a small window, RFC 5681 §4.1, and needs its ACKs at once),
+/// grants quick ACKs.
+#[inline]
+fn quick_ack_on_data(now: Instant, tcb: &mut Tcb) {
+    let idle = match tcb.quickack.last_data {
+        None => true,
+        Some(t) => now.saturating_duration_since(t) > tcb.rtt.rto(),
+    };
+    if idle {
+        grant_quick_acks(tcb);
+    }
+    tcb.quickack.last_data = Some(now);
+}
+
+/// Linux `tcp_incr_quickack`: ACK at once for min(window / (2 MSS), 16) segments, at least
+/// 2: about as many as a sender in slow start sends before it would stall on a delayed ACK.
+/// Out of line: it runs once per connection start or idle period.
+#[inline(never)]
+fn grant_quick_acks(tcb: &mut Tcb) {
+    let wnd = if tcb.rcv_adv > tcb.rcv_nxt { tcb.rcv_adv.since(tcb.rcv_nxt) } else { 0 };
+    let n = (wnd / (2 * tcb.rcv_mss().max(1) as u32)).clamp(2, crate::tcp::tcb::MAX_QUICK_ACKS as u32) as u8;
+    tcb.quickack.quick = tcb.quickack.quick.max(n);
 }
 
 /// Tiny segments are copied into the tail of the receive queue when they fit, so that each
