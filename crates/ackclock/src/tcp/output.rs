@@ -19,9 +19,6 @@ use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags, TcpPacket, TcpRepr
 /// How soon output starved of buffers tries again.
 const RETRY_INTERVAL: crate::time::Duration = crate::time::Duration::from_millis(10);
 
-/// Bytes of Ethernet + IPv4 header the interface prepends.
-const LINK_AND_IP: usize = 14 + 20;
-
 /// Fields of an outgoing header.
 #[derive(Debug, Clone, Copy)]
 struct Hdr {
@@ -111,9 +108,8 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     }
     // Timers: retransmission while anything is in flight; persist when data waits on a
     // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
-    if tcb.snd_max != tcb.snd_una && tcb.timers.rexmt.is_none() {
-        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
-        tcb.rexmt_start.get_or_insert(env.now);
+    if tcb.snd_max != tcb.snd_una {
+        arm_rexmt(env, tcb);
     }
     let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
     if waiting && tcb.snd_max == tcb.snd_una {
@@ -212,10 +208,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             }
             tcb.snd_nxt = tcb.snd_end + 1;
             tcb.snd_max = tcb.snd_max.max(tcb.snd_nxt);
-            if tcb.timers.rexmt.is_none() {
-                tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
-                tcb.rexmt_start = Some(env.now);
-            }
+            arm_rexmt(env, tcb);
             sent = true;
         }
         break;
@@ -511,8 +504,18 @@ fn send_syn(env: &mut Env, tcb: &mut Tcb) {
     tcb.rtt_seq = (tcb.snd_max == tcb.iss).then_some((tcb.iss, env.now));
     tcb.snd_nxt = tcb.iss + 1;
     tcb.snd_max = tcb.snd_max.max(tcb.snd_nxt);
+    // The handshake's retransmissions are bounded by their retry count, not by the user
+    // timeout, so no retransmission episode starts here.
+    tcb.timers.rexmt.get_or_insert(env.now + tcb.rtt.rto());
+}
+
+/// RFC 6298 §5.1: something is in flight; start the retransmission timer unless it runs,
+/// and mark when this episode of unacknowledged data began (for the user timeout).
+#[inline]
+fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
     if tcb.timers.rexmt.is_none() {
         tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.rexmt_start.get_or_insert(env.now);
     }
 }
 
@@ -573,6 +576,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
             return false;
         }
     };
+    let before = seg.buf.len();
     let next = match env.iface.encapsulate(
         env.now,
         &mut seg.buf,
@@ -587,9 +591,11 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
             return false;
         }
     };
+    // What the interface prepended (link and IP headers): the TCP header starts there.
+    let below = seg.buf.len() - before;
     let mut frame = seg.buf.share();
     // The queue's view goes back to the payload; the frame's view has the headers.
-    let _ = seg.buf.trim_front(hl + LINK_AND_IP);
+    let _ = seg.buf.trim_front(hl + below);
     let retransmit = seg.sent > 0;
     seg.sent += 1;
     seg.sent_at = env.now;
@@ -597,7 +603,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
     if gso {
         let m = &mut frame.meta;
         m.flags.insert(Flags::CSUM_PARTIAL | Flags::GSO_TCPV4);
-        m.csum_start = LINK_AND_IP as u16;
+        m.csum_start = below as u16;
         m.csum_offset = 16; // the TCP checksum field
         m.gso_size = mss as u16;
         pieces = slice_sent(tcb, idx, mss);
@@ -643,10 +649,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         tcb.snd_nxt_idx = idx + pieces;
     }
     tcb.snd_max = tcb.snd_max.max(end);
-    if tcb.timers.rexmt.is_none() {
-        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
-        tcb.rexmt_start.get_or_insert(env.now);
-    }
+    arm_rexmt(env, tcb);
     // An ACK owed by quick-ACK mode rode on data: no quick ACK was needed for it.
     tcb.quickack.owed = false;
     acked_sent(env, tcb, h.ack);

@@ -1,8 +1,8 @@
 //! The receive queue: in-order segments waiting for the application.
 //!
 //! Appending is the last step of header prediction's data case (Jacobson 1993), so it must be a
-//! few stores. `VecDeque::push_back` did it behind a call that was not inlined, and its
-//! 56-byte entry was copied through the stack on the way (BENCHMARKS.md, "Receive path").
+//! few stores, inlined: a `VecDeque::push_back` is a call that is not inlined, and moves the
+//! 56-byte entry through the stack (BENCHMARKS.md, "Receive path", has the measurement).
 
 use super::seq::SeqNumber;
 use super::tcb::{RxSeg, Unverified};
