@@ -13,6 +13,7 @@ use ackclock::time::Duration;
 use ackclock::wire::{Ipv4Packet, TcpPacket};
 use ackclock::{Error, ListenerHandle, TcpHandle};
 use common::script::*;
+use common::stream;
 use std::net::SocketAddrV4;
 
 /// The peer's first data byte.
@@ -50,19 +51,6 @@ fn passive_open(t: &mut Script, l: ListenerHandle, syn: Seg, ack_ms: u64, ack_wi
 /// The TSval of a segment we sent (what the peer echoes).
 fn tsval(s: &Sent) -> u32 {
     s.ts.expect("the segment carries timestamps").0
-}
-
-/// Deterministic pseudo-random bytes (xorshift), so that misplaced data cannot compare equal.
-fn stream(n: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.max(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 /// Everything `tcp_recv` returns now, until it would block.

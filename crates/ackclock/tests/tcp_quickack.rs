@@ -25,7 +25,7 @@ use ackclock::tcp::TcpConfig;
 use ackclock::time::Duration;
 use ackclock::{Error, TcpHandle};
 use common::script::*;
-use common::Pair;
+use common::{stream, Pair};
 use std::net::SocketAddrV4;
 
 /// The peer's first data byte.
@@ -58,19 +58,6 @@ fn quick_acks(t: &Script, c: TcpHandle) -> (u64, u64) {
 /// Set the script clock to `ms` (for socket calls between injections).
 fn at_ms(t: &mut Script, ms: u64) {
     t.at_us(ms * 1000);
-}
-
-/// Deterministic pseudo-random bytes (xorshift), so that misplaced data cannot compare equal.
-fn stream(n: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.max(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------

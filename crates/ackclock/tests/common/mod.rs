@@ -9,6 +9,19 @@ use ackclock::{Stack, StackConfig, TcpHandle};
 use core::net::Ipv4Addr;
 use std::net::SocketAddrV4;
 
+/// Deterministic pseudo-random bytes (xorshift), so that misplaced data cannot compare equal.
+pub fn stream(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.max(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 pub const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
