@@ -46,11 +46,25 @@ struct Entry {
     expires: Option<Instant>,
 }
 
+/// A resolved next hop that a sender (a connection) keeps: valid while the cache's
+/// generation is unchanged and the entry has not expired, so that the sender's frames skip
+/// the hash lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedHop {
+    gen: u32,
+    ip: Ipv4Addr,
+    mac: EthernetAddress,
+    expires: Option<Instant>,
+}
+
 /// The cache.
 #[derive(Debug)]
 pub struct ArpCache {
     config: ArpConfig,
     entries: HashMap<Ipv4Addr, Entry>,
+    /// Moves on whenever an entry is added, changed or removed: a [`CachedHop`] of another
+    /// generation is looked up again.
+    gen: u32,
     /// Frames waiting for their next hop, with that hop and when they were parked (oldest
     /// first).
     pending: VecDeque<(Ipv4Addr, Instant, PBuf)>,
@@ -68,6 +82,7 @@ impl ArpCache {
         ArpCache {
             config,
             entries: HashMap::with_capacity(config.capacity.min(4096)),
+            gen: 0,
             pending: VecDeque::with_capacity(config.pending_frames),
             // Sized like `entries` (it is cleared beyond `capacity`), so that the first request,
             // often a refresh of an entry that expired mid-transfer, does not allocate.
@@ -80,6 +95,7 @@ impl ArpCache {
     /// A permanent entry (never expires).
     pub fn insert_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
         self.entries.insert(ip, Entry { mac, expires: None });
+        self.gen = self.gen.wrapping_add(1);
     }
 
     /// Learn or refresh a mapping from received traffic.
@@ -90,6 +106,7 @@ impl ArpCache {
         if let Some(e) = self.entries.get_mut(&ip) {
             if e.expires.is_some() {
                 *e = Entry { mac, expires: Some(now + self.config.lifetime) };
+                self.gen = self.gen.wrapping_add(1);
             }
             return;
         }
@@ -99,11 +116,13 @@ impl ArpCache {
             match victim {
                 Some((_, ip)) => {
                     self.entries.remove(&ip);
+                    self.gen = self.gen.wrapping_add(1);
                 }
                 None => return,
             }
         }
         self.entries.insert(ip, Entry { mac, expires: Some(now + self.config.lifetime) });
+        self.gen = self.gen.wrapping_add(1);
         self.requested.remove(&ip);
     }
 
@@ -120,6 +139,26 @@ impl ArpCache {
             Some(t) if t <= now => None,
             _ => Some(e.mac),
         }
+    }
+
+    /// [`lookup`](Self::lookup) through a sender's cached hop: while the cache has not
+    /// changed and the entry is fresh, the answer is the cached one, without hashing `ip`.
+    #[inline]
+    pub fn lookup_cached(&self, now: Instant, ip: Ipv4Addr, hop: &mut Option<CachedHop>) -> Option<EthernetAddress> {
+        if let Some(h) = hop {
+            if h.gen == self.gen && h.ip == ip && h.expires.is_none_or(|t| t > now) {
+                return Some(h.mac);
+            }
+        }
+        self.lookup_refill(now, ip, hop)
+    }
+
+    #[inline(never)]
+    fn lookup_refill(&self, now: Instant, ip: Ipv4Addr, hop: &mut Option<CachedHop>) -> Option<EthernetAddress> {
+        let mac = self.lookup(now, ip);
+        *hop =
+            mac.map(|mac| CachedHop { gen: self.gen, ip, mac, expires: self.entries.get(&ip).and_then(|e| e.expires) });
+        mac
     }
 
     /// Park a frame until `next_hop` resolves. Returns whether a request should be sent now.
@@ -219,6 +258,29 @@ mod tests {
         c.learn(t, Ipv4Addr::BROADCAST, MAC);
         c.learn(t, IP, EthernetAddress::BROADCAST);
         assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn a_cached_hop_answers_as_the_cache_does_through_changes_and_expiry() {
+        let mut c = ArpCache::new(ArpConfig::default());
+        let t = Instant::from_secs(1);
+        let mut hop = None;
+        assert_eq!(c.lookup_cached(t, IP, &mut hop), None, "unknown: nothing cached");
+        assert_eq!(hop, None);
+        c.learn(t, IP, MAC);
+        assert_eq!(c.lookup_cached(t, IP, &mut hop), Some(MAC));
+        assert!(hop.is_some(), "resolved: cached");
+        let other = Ipv4Addr::new(10, 0, 0, 9);
+        assert_eq!(c.lookup_cached(t, other, &mut hop), None, "another next hop is looked up, not served");
+        assert_eq!(c.lookup_cached(t, IP, &mut hop), Some(MAC));
+        // The peer moved to another MAC: the cache changed, the cached hop follows.
+        let moved = EthernetAddress([2, 0, 0, 0, 0, 7]);
+        c.learn(t + Duration::from_secs(1), IP, moved);
+        assert_eq!(c.lookup_cached(t + Duration::from_secs(1), IP, &mut hop), Some(moved));
+        // Expiry holds for the cached hop as for the cache.
+        let late = t + Duration::from_secs(62);
+        assert_eq!(c.lookup(late, IP), None);
+        assert_eq!(c.lookup_cached(late, IP, &mut hop), None);
     }
 
     #[test]

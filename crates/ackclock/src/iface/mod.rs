@@ -7,7 +7,7 @@
 
 pub mod arp;
 
-pub use arp::{ArpCache, ArpConfig};
+pub use arp::{ArpCache, ArpConfig, CachedHop};
 
 use crate::buf::{BufError, Flags, PBuf, Pool};
 use crate::phy::{Batch, Capabilities};
@@ -363,7 +363,7 @@ impl Interface {
         reply.emit(&mut Icmpv4Packet::new_unchecked(bytes));
         // Reply to the MAC the request came from: no ARP round trip for a ping.
         self.arp.learn(now, src_ip, src_mac);
-        match self.encapsulate(now, &mut out, self.config.addr, src_ip, IpProtocol::ICMP) {
+        match self.encapsulate(now, &mut out, self.config.addr, src_ip, IpProtocol::ICMP, &mut None) {
             Ok(next) => self.link_output(now, out, next, pool, tx, counters),
             Err(_) => counters.drop(DropReason::NoBuffer),
         }
@@ -428,7 +428,9 @@ impl Interface {
 
     /// Write IPv4 and Ethernet headers in front of `buf`, whose data is the IP payload, from
     /// `src` (the interface's address, or with `any_destination` the one a peer connected
-    /// to). The checksum of the payload is the caller's (TCP fills its own).
+    /// to). The checksum of the payload is the caller's (TCP fills its own). `hop` is the
+    /// sender's remembered next hop ([`CachedHop`]; a connection keeps one), refreshed
+    /// when the ARP cache changed.
     pub fn encapsulate(
         &mut self,
         now: Instant,
@@ -436,6 +438,7 @@ impl Interface {
         src: Ipv4Addr,
         dst: Ipv4Addr,
         protocol: IpProtocol,
+        hop: &mut Option<CachedHop>,
     ) -> Result<NextHop, BufError> {
         let next_hop = if self.on_link(dst) {
             dst
@@ -458,7 +461,7 @@ impl Interface {
         };
         self.ip_ident = self.ip_ident.wrapping_add(1);
         ip.emit(&mut Ipv4Packet::new_unchecked(buf.prepend(ip.header_len())?), true);
-        let mac = self.arp.lookup(now, next_hop);
+        let mac = self.arp.lookup_cached(now, next_hop, hop);
         let eth = EthernetRepr {
             src_addr: self.config.mac,
             dst_addr: mac.unwrap_or(EthernetAddress([0; 6])),

@@ -13,7 +13,7 @@ use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{FourTuple, State, Tcb, TxSeg};
 use crate::buf::{BufError, Flags, PBuf};
-use crate::iface::{tcp_pseudo_sum, NextHop};
+use crate::iface::{tcp_pseudo_sum, CachedHop, NextHop};
 use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags, TcpPacket, TcpRepr};
 
 /// How soon output starved of buffers tries again.
@@ -491,7 +491,7 @@ fn send_syn(env: &mut Env, tcb: &mut Tcb) {
         env.counters.drop(DropReason::NoBuffer);
         return;
     }
-    if !ship(env, tcb.tuple, buf) {
+    if !ship(env, tcb.tuple, &mut tcb.hop, buf) {
         return;
     }
     if synack {
@@ -532,7 +532,7 @@ pub(crate) fn send_bare(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: Tcp
         return false;
     }
     let ack = h.ack;
-    if !ship(env, tcb.tuple, buf) {
+    if !ship(env, tcb.tuple, &mut tcb.hop, buf) {
         return false;
     }
     acked_sent(env, tcb, ack);
@@ -583,6 +583,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         tcb.tuple.local_addr,
         tcb.tuple.remote_addr,
         IpProtocol::TCP,
+        &mut tcb.hop,
     ) {
         Ok(n) => n,
         Err(_) => {
@@ -727,8 +728,8 @@ pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) ->
 
 /// Hand a finished TCP segment that nothing retains to the interface. Returns whether it
 /// went out (or waits for ARP).
-fn ship(env: &mut Env, tuple: FourTuple, mut buf: PBuf) -> bool {
-    match env.iface.encapsulate(env.now, &mut buf, tuple.local_addr, tuple.remote_addr, IpProtocol::TCP) {
+fn ship(env: &mut Env, tuple: FourTuple, hop: &mut Option<CachedHop>, mut buf: PBuf) -> bool {
+    match env.iface.encapsulate(env.now, &mut buf, tuple.local_addr, tuple.remote_addr, IpProtocol::TCP, hop) {
         Ok(NextHop::Unreachable) => {
             env.counters.drop(DropReason::NotForUs);
             false
@@ -786,7 +787,7 @@ fn send_rst_raw(env: &mut Env, tuple: FourTuple, seq: SeqNumber, ack: SeqNumber,
     if prepend_tcp(&mut buf, &tuple, &h, Some(0)).is_err() {
         return;
     }
-    if ship(env, tuple, buf) {
+    if ship(env, tuple, &mut None, buf) {
         env.counters.resets_sent += 1;
         env.counters.segs_out += 1;
     }

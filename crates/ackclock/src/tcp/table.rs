@@ -225,6 +225,7 @@ impl Tcp {
             stats: ConnStats::default(),
             pred_flags: input::NO_PREDICTION,
             ph_sum: checksum::pseudo_header(tuple.remote_addr, tuple.local_addr, crate::wire::IpProtocol::TCP.0, 0),
+            hop: None,
         }
     }
 

@@ -376,6 +376,9 @@ pub(crate) struct Tcb {
     /// Sum of the pseudo-header's addresses and protocol (the `ph_sum` of Jacobson 1993), so that a
     /// segment's checksum costs only its header and length.
     pub ph_sum: u16,
+    /// The next hop's Ethernet address as last resolved, so that sending skips the ARP
+    /// cache's hash lookup while that cache is unchanged.
+    pub hop: Option<crate::iface::CachedHop>,
 }
 
 impl Tcb {
