@@ -826,6 +826,24 @@ fn rto_doubles_up_to_sixty_seconds_and_resends_the_same_bytes() {
     assert_eq!(t.stack.counters().tx_copies, 0, "retransmissions re-send the queued pbuf");
 }
 
+/// RFC 9293 §3.10.7.4 and BSD's `tcp_output`: a pure ACK carries SND.MAX, not SND.NXT. After
+/// a timeout SND.NXT is back at SND.UNA while the peer may hold everything up to SND.MAX; an
+/// ACK at SND.NXT would lie below the peer's RCV.NXT, be unacceptable there and be dropped
+/// unread. (Two ends that both timed out would then never learn what the other received.)
+#[test]
+fn a_pure_ack_after_a_timeout_carries_snd_max() {
+    let (mut t, c) = established(tcp_config(), seg("S").win(65535).mss(1460));
+    t.stack.tcp_send(c, &stream(3 * 1460, 16)).unwrap();
+    t.at_us(10_000);
+    t.discard();
+    // The RTO (200 ms floor) resends the first segment only: SND.NXT = 1461, SND.MAX = 4381.
+    t.expect(210, seg(".").seq(1).ack(P).win(65535).len(1460));
+    t.expect_nothing(211);
+    // The peer sends data without acknowledging ours: the ACK for it goes alone.
+    t.inject(220, seg("P.").seq(P).ack(1).win(65535).len(100));
+    t.expect(220, seg(".").seq(4381).ack(P + 100).win(65535));
+}
+
 /// RFC 6298 §2.2-2.3: after a measured RTT, RTO = SRTT + max(G, 4·RTTVAR). A handshake RTT
 /// of 100 ms gives SRTT 100, RTTVAR 50, RTO 300 ms; the data is retransmitted 300 ms after
 /// it was sent, then 600 ms later.

@@ -98,8 +98,12 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     }
     // Window updates are owed after the application reads (`recv` sets ack_now then), not
     // merely because the SYN's unscaled window was small.
+    // A pure ACK carries SND.MAX, as BSD's tcp_output does, not SND.NXT: after a timeout
+    // pulled SND.NXT back, the peer may hold data beyond it, and would find an ACK at
+    // SND.NXT below its RCV.NXT, unacceptable (RFC 9293 §3.10.7.4), and drop it unread. With
+    // both ends in that state neither would ever learn what the other received.
     if !sent && tcb.ack_now {
-        let _ = send_bare(env, tcb, tcb.snd_nxt, TcpFlags::ACK);
+        let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
     }
     // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
     let fin_owed = tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.snd_nxt_idx >= tcb.sndq.len();
