@@ -10,6 +10,7 @@
 //! | [`iface`] | Ethernet, ARP, IPv4, ICMP; demultiplexing to TCP |
 //! | [`tcp`]  | connections: `input`, `output`, `timer`, the TCB, RTO, out-of-order queue |
 //! | [`socket`] | the sans-IO API on a [`Stack`]: listen/accept/connect/send/recv/close |
+//! | `runtime` | (Linux) a protocol thread per stack and blocking, std-like sockets for application threads |
 //!
 //! The protocol core never reads a clock: callers pass [`time::Instant`] in.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -18,6 +19,8 @@
 pub mod buf;
 pub mod iface;
 pub mod phy;
+#[cfg(target_os = "linux")]
+pub mod runtime;
 pub mod sim;
 pub mod socket;
 pub mod stack;

@@ -117,6 +117,8 @@ pub struct Tcp {
     live: usize,
     /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
     gso_max: usize,
+    /// `recv` leaves the window-update decision to `Stack::window_update_at` (the threaded runtime).
+    pub(crate) defer_window_update: bool,
 }
 
 /// The connection cache: the last connection a segment was found for, keyed by the
@@ -195,6 +197,7 @@ impl Tcp {
             trace: trace::Trace::default(),
             live: 0,
             gso_max: 0,
+            defer_window_update: false,
             config,
         }
     }
@@ -1091,7 +1094,7 @@ impl Tcp {
             && matches!(tcb.state, State::CloseWait | State::LastAck | State::Closing | State::TimeWait)
             || (tcb.rcvq.is_empty() && tcb.state == State::Closed && tcb.error.is_none());
         let error = tcb.error;
-        if copied > 0 && output::window_update_due(tcb) {
+        if copied > 0 && !self.defer_window_update && output::window_update_due(tcb) {
             tcb.ack_now = true;
         }
         let wake = copied > 0 && tcb.ack_now;
