@@ -435,9 +435,13 @@ fn protocol_thread<D: RuntimeDevice>(
     let mut taken: Vec<u32> = Vec::with_capacity(slots);
     let fds: Vec<RawFd> = std::iter::once(shared.eventfd.as_raw_fd()).chain(device_fd).collect();
     loop {
-        // Clear the signals first: whatever is posted from here on signals again.
-        shared.kicked.store(false, Ordering::Release);
+        // Consume the wake-up, then clear the flag that coalesces them, then look at the
+        // sources: a kick landing after the clear signals the eventfd again. (Clearing the
+        // flag before draining would let a kick in between be drained while the flag stays
+        // set, and every later kick would then skip the eventfd: the same lost update as
+        // the window-update request's, one level up.)
         shared.eventfd.drain();
+        shared.kicked.store(false, Ordering::Release);
         let now = clock.now();
         dev.receive(now, &mut rx);
         let more_rx = rx.is_full();
