@@ -17,6 +17,7 @@
 //! | [`iface`] | Ethernet, ARP, IPv4, ICMP; demultiplexing to TCP |
 //! | [`tcp`]  | connections: table, input, output, timers, congestion control, recovery |
 //! | [`socket`], [`stack`] | the sans-IO API on a [`Stack`]: listen/accept/connect/send/recv/close |
+//! | `runtime` | (Linux) a protocol thread per stack and blocking, std-like sockets for application threads |
 //! | [`sim`] | virtual-time links and worlds running the same stack |
 //!
 //! `ARCHITECTURE.md` in the repository describes the data path and the design decisions.
@@ -73,6 +74,8 @@ pub mod buf;
 pub mod iface;
 pub mod phy;
 pub mod rng;
+#[cfg(target_os = "linux")]
+pub mod runtime;
 pub mod sim;
 pub mod socket;
 pub mod stack;

@@ -104,6 +104,15 @@ pub trait Device {
     fn stats(&self) -> DeviceStats;
 }
 
+/// Something to call when a device has frames for a thread that sleeps until it does: the
+/// threaded runtime's eventfd. A device with a file descriptor of its own (TAP) does not need
+/// one; the in-memory pipe calls it ([`PipeEnd::set_wakeup`]) when a frame arrives at an
+/// empty end.
+pub trait Wakeup: Send + Sync + core::fmt::Debug {
+    /// Wake the thread that sleeps for this device's frames.
+    fn wake(&self);
+}
+
 /// A bounded ring of frames, allocated once. Pushing onto a full batch hands the frame back.
 #[derive(Debug)]
 pub struct Batch {

@@ -4,7 +4,7 @@
 //! Each direction is a queue of bounded depth. A frame sent into a full queue is dropped and
 //! counted, as a NIC's full transmit ring would. The endpoints may live on different threads.
 
-use super::{Batch, Capabilities, Device, DeviceStats};
+use super::{Batch, Capabilities, Device, DeviceStats, Wakeup};
 use crate::buf::PBuf;
 use crate::time::Instant;
 use std::collections::VecDeque;
@@ -31,11 +31,15 @@ impl Default for PipeConfig {
 struct Queue {
     frames: VecDeque<PBuf>,
     depth: usize,
+    /// Called when a frame arrives at the empty queue (set by the receiving end).
+    wakeup: Option<Arc<dyn Wakeup>>,
 }
 
 /// Two connected endpoints.
 pub fn pipe(config: PipeConfig) -> (PipeEnd, PipeEnd) {
-    let queue = || Arc::new(Mutex::new(Queue { frames: VecDeque::with_capacity(config.depth), depth: config.depth }));
+    let queue = || {
+        Arc::new(Mutex::new(Queue { frames: VecDeque::with_capacity(config.depth), depth: config.depth, wakeup: None }))
+    };
     let (a_to_b, b_to_a) = (queue(), queue());
     let a = PipeEnd {
         tx: a_to_b.clone(),
@@ -67,6 +71,14 @@ impl PipeEnd {
     pub fn pending(&self) -> usize {
         lock(&self.rx).frames.len()
     }
+
+    /// Call `wakeup` whenever a frame arrives at this end while nothing was waiting here, so
+    /// that a thread owning this end can sleep until then (the other end's transmit calls
+    /// it). The receiver must take all pending frames before it sleeps again: only the
+    /// first frame into an empty queue wakes it.
+    pub fn set_wakeup(&self, wakeup: Arc<dyn Wakeup>) {
+        lock(&self.rx).wakeup = Some(wakeup);
+    }
 }
 
 impl Device for PipeEnd {
@@ -90,6 +102,7 @@ impl Device for PipeEnd {
 
     fn transmit(&mut self, _now: Instant, tx: &mut Batch) -> usize {
         let mut q = lock(&self.tx);
+        let was_empty = q.frames.is_empty();
         let mut n = 0;
         while let Some(frame) = tx.pop() {
             if q.frames.len() >= q.depth {
@@ -100,6 +113,11 @@ impl Device for PipeEnd {
             self.stats.tx_bytes += frame.len() as u64;
             q.frames.push_back(frame);
             n += 1;
+        }
+        let wakeup = if was_empty && n > 0 { q.wakeup.clone() } else { None };
+        drop(q);
+        if let Some(w) = wakeup {
+            w.wake();
         }
         n
     }
@@ -161,6 +179,43 @@ mod tests {
         let mut rx = Batch::with_capacity(8);
         assert_eq!(b.receive(Instant::ZERO, &mut rx), 2);
         assert_eq!(rx.iter().map(|f| f.data()[0]).collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[derive(Debug, Default)]
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl Wakeup for Count {
+        fn wake(&self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn wakeup_only_when_frames_reach_an_empty_end() {
+        let pool = Pool::new(PoolConfig { buffers: 8, ..Default::default() }).unwrap();
+        let (mut a, mut b) = pipe(PipeConfig::default());
+        let woken = Arc::new(Count::default());
+        b.set_wakeup(woken.clone());
+        let mut tx = Batch::with_capacity(4);
+        let send = |a: &mut PipeEnd, tx: &mut Batch, k: u8| {
+            for i in 0..k {
+                tx.push(frame(&pool, i)).unwrap();
+            }
+            a.transmit(Instant::ZERO, tx)
+        };
+        let woken_count = || woken.0.load(std::sync::atomic::Ordering::Relaxed);
+        send(&mut a, &mut tx, 2);
+        assert_eq!(woken_count(), 1, "the first frames into the empty queue wake the receiver");
+        send(&mut a, &mut tx, 1);
+        assert_eq!(woken_count(), 1, "frames behind undelivered ones do not wake it again");
+        let mut rx = Batch::with_capacity(8);
+        assert_eq!(b.receive(Instant::ZERO, &mut rx), 3);
+        rx.clear();
+        a.transmit(Instant::ZERO, &mut tx);
+        assert_eq!(woken_count(), 1, "an empty transmit wakes nobody");
+        send(&mut a, &mut tx, 1);
+        assert_eq!(woken_count(), 2, "the queue was drained: the next frame wakes it");
+        b.transmit(Instant::ZERO, &mut tx);
+        assert_eq!(woken_count(), 2, "only this end's arrivals wake this end");
     }
 
     #[test]

@@ -12,6 +12,8 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 
 pub use crate::tcp::SocketOptions;
 
+mod deferred;
+
 /// What a socket call can fail with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

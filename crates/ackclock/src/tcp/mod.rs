@@ -106,6 +106,9 @@ pub struct Tcp {
     live: usize,
     /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
     gso_max: usize,
+    /// `recv` leaves the window-update decision to `Stack::window_update_at` (the threaded
+    /// runtime, where the protocol thread makes it on the reader's request).
+    pub(crate) defer_window_update: bool,
 }
 
 /// The parts of a stack a TCP routine sends through.
@@ -142,6 +145,7 @@ impl Tcp {
             trace: trace::Trace::default(),
             live: 0,
             gso_max: 0,
+            defer_window_update: false,
             config,
         }
     }

@@ -358,7 +358,7 @@ impl Tcp {
         // End of stream: read past the FIN, or closed without an error (which is returned).
         let eof = tcb.read_closed() && tcb.error.is_none();
         let error = tcb.error;
-        if copied > 0 && output::window_update_due(tcb) {
+        if copied > 0 && !self.defer_window_update && output::window_update_due(tcb) {
             tcb.ack_now = true;
         }
         let wake = copied > 0 && tcb.ack_now;
@@ -538,5 +538,36 @@ impl Tcp {
     /// The connection's addresses and ports.
     pub(crate) fn tuple(&self, idx: u32) -> Option<FourTuple> {
         Some(self.tcb(idx)?.tuple)
+    }
+
+    /// After a read: whether the protocol thread has something to do for the connection (the
+    /// freed space may be worth a window update, or verified data now owes an ACK).
+    pub(crate) fn read_wants_output(&self, idx: u32) -> bool {
+        self.tcb(idx).is_some_and(|t| t.dirty || output::window_update_due(t))
+    }
+
+    /// The window-update decision after reads (receiver SWS avoidance, RFC 9293
+    /// §3.8.6.2.2): if due, an ACK is owed now. Returns whether it was.
+    pub(crate) fn window_update_now(&mut self, idx: u32) -> bool {
+        let Some(t) = self.tcb_mut(idx) else { return false };
+        if !output::window_update_due(t) {
+            return false;
+        }
+        t.ack_now = true;
+        self.changed(idx);
+        true
+    }
+
+    /// Close every listener and reset every connection, as a process exiting does.
+    pub(crate) fn reset_all(&mut self, now: Instant, io: Io<'_>) {
+        let Io { pool, iface, tx } = io;
+        for li in 0..self.listeners.len() as u32 {
+            self.unlisten(now, li, Io { pool, iface: &mut *iface, tx: &mut *tx });
+        }
+        for idx in 0..self.slots.len() as u32 {
+            if self.tcb(idx).is_some() {
+                let _ = self.abort(now, idx, Io { pool, iface: &mut *iface, tx: &mut *tx });
+            }
+        }
     }
 }

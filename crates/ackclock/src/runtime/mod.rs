@@ -1,0 +1,508 @@
+//! A threaded runtime: blocking, std-like sockets for application threads, and one protocol
+//! thread per stack that owns the device.
+//!
+//! ```no_run
+//! use ackclock::runtime::{Runtime, TcpListener, TcpStream};
+//! # fn stack_and_device() -> (ackclock::Stack, ackclock::phy::PipeEnd) { unimplemented!() }
+//! let (stack, device) = stack_and_device();
+//! let rt = Runtime::new(stack, device)?;
+//! let listener = TcpListener::bind(&rt, "10.0.0.1:7".parse().unwrap())?;
+//! let (mut stream, peer) = listener.accept()?;
+//! std::io::copy(&mut &stream, &mut &stream)?; // echo, as with std::net
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # How it is built, and why
+//!
+//! **One protocol thread, the stack behind one lock.** [`Runtime::new`] moves the
+//! [`Stack`] into a `Mutex` shared by every thread of the runtime, and moves the device into
+//! a protocol thread of its own. That thread runs rounds: it takes received frames from the
+//! device into a batch of its own *without* the lock, then takes the lock and processes them
+//! ([`Stack::process`]), handles the window-update requests, runs timers and output
+//! ([`Stack::dispatch`]), swaps the stack's transmit ring for an empty one, wakes the
+//! sockets whose readiness changed, releases the lock, and only then hands the frames to the
+//! device. Device I/O, the only system calls on the packet path, never happens under the
+//! lock.
+//!
+//! **The one copy happens in the application thread, under the lock.** `read` is the core's
+//! receive copy (`tcp_recv`): bytes go straight from the packet buffers in the receive queue
+//! into the caller's buffer, with the deferred checksum verified during that copy (the
+//! single copy of Dalton et al. 1993, with the checksum fused into it as in Jacobson 1993).
+//! `write` is `tcp_send`: the caller's bytes are copied into packet buffers with the
+//! checksum computed during the copy. So there is no byte ring between the threads and
+//! no second pass, buffers never leave the stack, and the core's invariants hold unchanged
+//! because it is the core that does the copy: no ACK covers data whose checksum was not
+//! verified, and a segment that fails its checksum is dropped without changing any
+//! connection state or losing good data behind it.
+//!
+//! The alternative was a lock-free handoff of buffer handles into per-socket queues that
+//! readers drain without the stack's lock. We did not take it because of the deferred
+//! receive checksum: by the time a reader verifies a segment and finds it bad, the protocol
+//! thread has moved `rcv_nxt` past it (and may have acknowledged what follows it), so the
+//! reader would have to send a rollback message back across threads, and every invariant
+//! above would depend on that message. Under the lock the reader simply calls the core. What
+//! to measure before changing this: lock hold and wait times per read and per protocol
+//! round under many parallel streams (the lock is held for a copy of at most the caller's
+//! buffer), and the share of a one-stream transfer spent waiting for the lock rather than
+//! copying; a per-socket handoff only pays if that wait dominates.
+//!
+//! **Window updates are coalesced messages** (DragonFly BSD commit 96c6eb29, "tcp:
+//! Implement asynchronized pru_rcvd"). A read that frees receive space does not decide or
+//! send the window update: with the decision deferred in the core, `tcp_recv` only copies.
+//! After releasing the lock the reader posts the connection's embedded request, which is
+//! queued only if it was not already pending (see `wnd_update`), and wakes the protocol
+//! thread; the protocol thread marks each request done *before* it computes the window, so
+//! a read that lands meanwhile posts a fresh one and no update is lost. A read posts only
+//! when it may matter: when the freed space may be worth an update or the read verified
+//! data an ACK is now owed for. [`RuntimeConfig::sync_window_updates`] (for benchmarks
+//! only) makes the reader wait for the protocol thread's reply, as before the commit.
+//!
+//! **Writes need no per-socket message.** `tcp_send` already puts the connection on the
+//! core's list of connections with output pending, which the protocol thread drains under
+//! the same lock; the writer only has to make sure the thread is awake. One flag for the
+//! whole runtime coalesces those wake-ups: a writer signals the eventfd only if the flag
+//! was clear, and the protocol thread clears it (first) at the start of each round. A
+//! per-socket request would cost the same atomic swap and a queue besides, for nothing the
+//! list does not already hold.
+//!
+//! **Sleeping.** Between rounds the protocol thread sleeps in ppoll(2) on the device's
+//! descriptor (a TAP), an eventfd that application threads and the in-memory pipe's other
+//! end signal, with the timeout of the stack's next timer ([`Stack::poll_at`]). Time is the
+//! monotonic clock, converted to the stack's [`Instant`] at the stack's own epoch. No
+//! polling loop, no busy waiting.
+//!
+//! **Blocking.** An application thread that must wait registers on its socket and waits on
+//! the socket's condition variable with the stack's lock (one for readers and one for
+//! writers per connection slot, made with the runtime). After each round the protocol
+//! thread wakes the sockets whose readiness changed (`Inner::wake_changed`).
+//!
+//! **Stopping.** [`Runtime::shutdown`] (or drop) resets every connection still open and
+//! closes every listener, as a process that exits does, sends those RSTs, wakes every
+//! blocked thread with `ConnectionAborted`, and joins the protocol thread. Sockets used
+//! after that return the same error.
+
+mod net;
+pub(crate) mod sync;
+mod sys;
+pub(crate) mod wnd_update;
+
+pub use net::{TcpListener, TcpStream};
+
+use crate::phy::{Batch, Device, PipeEnd, Wakeup};
+use crate::socket::{ListenerHandle, TcpHandle};
+use crate::stack::Stack;
+use crate::time::Instant;
+use core::time::Duration;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use sys::EventFd;
+use wnd_update::Requests;
+
+/// A device a runtime can drive: it must tell the protocol thread when frames arrive.
+pub trait RuntimeDevice: Device + Send + 'static {
+    /// Make frames arriving wake the protocol thread: either return a descriptor that
+    /// becomes readable then (the thread polls it), or call `wakeup` then and return `None`.
+    fn attach(&mut self, wakeup: Arc<dyn Wakeup>) -> Option<RawFd>;
+}
+
+impl RuntimeDevice for PipeEnd {
+    fn attach(&mut self, wakeup: Arc<dyn Wakeup>) -> Option<RawFd> {
+        self.set_wakeup(wakeup);
+        None
+    }
+}
+
+impl RuntimeDevice for crate::phy::Tap {
+    fn attach(&mut self, _wakeup: Arc<dyn Wakeup>) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
+}
+
+/// How a runtime runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuntimeConfig {
+    /// For benchmarks only: a reader that freed receive space posts a window-update request
+    /// and waits for the protocol thread's reply, one message per read, as before DragonFly
+    /// BSD's commit 96c6eb29. Off (the default): the request is posted and coalesced.
+    pub sync_window_updates: bool,
+}
+
+/// What a runtime counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuntimeStats {
+    /// Window-update requests the protocol thread handled (messages from readers).
+    pub window_update_requests: u64,
+    /// Of those, the ones that found an update due and sent it.
+    pub window_updates_sent: u64,
+    /// Protocol-thread rounds.
+    pub rounds: u64,
+    /// Times the protocol thread went to sleep.
+    pub sleeps: u64,
+}
+
+/// A stack and the protocol thread that drives it. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Per connection slot: the condition variables its readers and writers wait on.
+#[derive(Debug, Default)]
+struct SlotCv {
+    read: Condvar,
+    write: Condvar,
+}
+
+/// What every thread of a runtime shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    cvs: Box<[SlotCv]>,
+    accept_cv: Condvar,
+    requests: Requests,
+    eventfd: Arc<EventFd>,
+    /// The protocol thread has been signalled since the start of its round.
+    kicked: AtomicBool,
+    sync_window_updates: bool,
+    window_update_requests: AtomicU64,
+    window_updates_sent: AtomicU64,
+    rounds: AtomicU64,
+    sleeps: AtomicU64,
+}
+
+/// Who may be waiting on a connection slot, and the readiness they saw.
+#[derive(Debug, Clone, Copy)]
+struct SlotWait {
+    h: Option<TcpHandle>,
+    read: bool,
+    write: bool,
+    read_seen: u8,
+    write_seen: u8,
+    listed: bool,
+    /// Window-update replies sent (the synchronous mode's reader waits for the next).
+    replies: u64,
+}
+
+/// What the stack's lock protects.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    stack: Stack,
+    /// The runtime was shut down: every call fails.
+    closed: bool,
+    waits: Vec<SlotWait>,
+    /// Slots with `read` or `write` set.
+    waiting: Vec<u32>,
+    /// Listeners someone waits to accept from.
+    accepting: Vec<ListenerHandle>,
+}
+
+const READABLE: u8 = 1;
+const READ_CLOSED: u8 = 2;
+const CLOSED: u8 = 4;
+const ERROR: u8 = 8;
+const WRITABLE: u8 = 16;
+const SYNCHRONIZED: u8 = 32;
+const BUFFERS: u8 = 64;
+const GONE: u8 = 128;
+const READ_MASK: u8 = READABLE | READ_CLOSED | CLOSED | ERROR | GONE;
+const WRITE_MASK: u8 = WRITABLE | CLOSED | ERROR | SYNCHRONIZED | BUFFERS | GONE;
+
+impl Inner {
+    /// A connection's readiness as bits (what its waiters compare).
+    fn bits(&self, h: TcpHandle) -> u8 {
+        let Ok(r) = self.stack.tcp_readiness(h) else { return GONE };
+        let b = |c: bool, bit: u8| if c { bit } else { 0 };
+        b(r.readable, READABLE)
+            | b(r.read_closed, READ_CLOSED)
+            | b(r.closed, CLOSED)
+            | b(r.error.is_some(), ERROR)
+            | b(r.writable, WRITABLE)
+            | b(r.state.is_synchronized(), SYNCHRONIZED)
+            | b(self.stack.pool().available() > 0, BUFFERS)
+    }
+
+    /// Register the calling thread as waiting to read (`write == false`) or write on `h`.
+    fn register(&mut self, h: TcpHandle, slot: u32, write: bool) {
+        let bits = self.bits(h);
+        let Some(w) = self.waits.get_mut(slot as usize) else { return };
+        w.h = Some(h);
+        if write {
+            w.write = true;
+            w.write_seen = bits & WRITE_MASK;
+        } else {
+            w.read = true;
+            w.read_seen = bits & READ_MASK;
+        }
+        if !w.listed {
+            w.listed = true;
+            self.waiting.push(slot);
+        }
+    }
+
+    /// After a round: wake the threads waiting on sockets whose readiness changed.
+    ///
+    /// This is the one place that decides which sockets may have changed. Until the core
+    /// reports readiness events, the candidates are the sockets that have a waiter: each
+    /// round costs a readiness check (a few field loads) per waiting socket and a futex wake
+    /// only for those that changed, so 1,000 blocked readers cost 1,000 checks per round.
+    /// An event list from the core would replace the scan.
+    fn wake_changed(&mut self, cvs: &[SlotCv], accept_cv: &Condvar) {
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let slot = self.waiting[i];
+            let w = self.waits[slot as usize];
+            let bits = w.h.map_or(GONE, |h| self.bits(h));
+            let w = &mut self.waits[slot as usize];
+            if w.read && bits & READ_MASK != w.read_seen {
+                cvs[slot as usize].read.notify_all();
+                w.read = false;
+            }
+            if w.write && bits & WRITE_MASK != w.write_seen {
+                cvs[slot as usize].write.notify_all();
+                w.write = false;
+            }
+            if w.read || w.write {
+                i += 1;
+            } else {
+                w.listed = false;
+                self.waiting.swap_remove(i);
+            }
+        }
+        if !self.accepting.is_empty() {
+            let stack = &self.stack;
+            let before = self.accepting.len();
+            self.accepting.retain(|&l| stack.tcp_acceptable(l).is_ok_and(|n| n == 0));
+            if self.accepting.len() != before {
+                accept_cv.notify_all();
+            }
+        }
+    }
+}
+
+/// The monotonic clock at the stack's epoch.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    start: std::time::Instant,
+    base: Instant,
+}
+
+impl Clock {
+    fn now(&self) -> Instant {
+        self.base + self.start.elapsed()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    /// Make sure the protocol thread runs a round soon (output is pending).
+    fn kick(&self) {
+        if !self.kicked.swap(true, Ordering::AcqRel) {
+            self.eventfd.wake();
+        }
+    }
+
+    /// A reader's window-update request for `slot`.
+    fn post_window_update(&self, slot: u32) {
+        if self.requests.post(slot) {
+            self.kick();
+        }
+    }
+}
+
+impl Runtime {
+    /// Start a protocol thread for `stack` on `device`.
+    pub fn new<D: RuntimeDevice>(stack: Stack, device: D) -> io::Result<Runtime> {
+        Runtime::with_config(stack, device, RuntimeConfig::default())
+    }
+
+    /// [`new`](Self::new) with a configuration.
+    pub fn with_config<D: RuntimeDevice>(
+        mut stack: Stack,
+        mut device: D,
+        config: RuntimeConfig,
+    ) -> io::Result<Runtime> {
+        let slots = stack.tcp().config().max_connections.max(1);
+        stack.defer_window_updates(true);
+        let clock = Clock { start: std::time::Instant::now(), base: stack.now };
+        let eventfd = Arc::new(EventFd::new()?);
+        let device_fd = device.attach(eventfd.clone());
+        let empty =
+            SlotWait { h: None, read: false, write: false, read_seen: 0, write_seen: 0, listed: false, replies: 0 };
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                stack,
+                closed: false,
+                waits: vec![empty; slots],
+                waiting: Vec::with_capacity(slots),
+                accepting: Vec::new(),
+            }),
+            cvs: (0..slots).map(|_| SlotCv::default()).collect(),
+            accept_cv: Condvar::new(),
+            requests: Requests::new(slots),
+            eventfd,
+            kicked: AtomicBool::new(false),
+            sync_window_updates: config.sync_window_updates,
+            window_update_requests: AtomicU64::new(0),
+            window_updates_sent: AtomicU64::new(0),
+            rounds: AtomicU64::new(0),
+            sleeps: AtomicU64::new(0),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ackclock-protocol".into())
+            .spawn(move || protocol_thread(s, device, device_fd, clock, slots))?;
+        Ok(Runtime { shared, thread: Some(thread) })
+    }
+
+    /// Run `f` on the stack, under its lock (counters, `tcp_info`, configuration). Keep it
+    /// short: the protocol thread waits meanwhile.
+    pub fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> R {
+        let r = f(&mut self.shared.lock().stack);
+        self.shared.kick();
+        r
+    }
+
+    /// Counters of the runtime itself.
+    pub fn stats(&self) -> RuntimeStats {
+        let s = &self.shared;
+        RuntimeStats {
+            window_update_requests: s.window_update_requests.load(Ordering::Relaxed),
+            window_updates_sent: s.window_updates_sent.load(Ordering::Relaxed),
+            rounds: s.rounds.load(Ordering::Relaxed),
+            sleeps: s.sleeps.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stop: reset what is open, send the resets, wake every blocked thread with
+    /// `ConnectionAborted`, and join the protocol thread. Idempotent; drop calls it.
+    pub fn shutdown(&mut self) {
+        let Some(thread) = self.thread.take() else { return };
+        {
+            let mut g = self.shared.lock();
+            g.closed = true;
+            self.shared.wake_all();
+        }
+        self.shared.eventfd.wake();
+        let _ = thread.join();
+        // Anyone who slipped in before `closed` was seen is woken again.
+        let _g = self.shared.lock();
+        self.shared.wake_all();
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+impl Shared {
+    fn wake_all(&self) {
+        for cv in self.cvs.iter() {
+            cv.read.notify_all();
+            cv.write.notify_all();
+        }
+        self.accept_cv.notify_all();
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The protocol thread: rounds of receive, process, output, transmit, sleep.
+fn protocol_thread<D: RuntimeDevice>(
+    shared: Arc<Shared>,
+    mut dev: D,
+    device_fd: Option<RawFd>,
+    clock: Clock,
+    slots: usize,
+) {
+    let ring = lock(&shared.inner).stack.tx_ring().capacity();
+    let mut rx = Batch::with_capacity(ring);
+    let mut tx = Batch::with_capacity(ring);
+    let mut taken: Vec<u32> = Vec::with_capacity(slots);
+    let fds: Vec<RawFd> = std::iter::once(shared.eventfd.as_raw_fd()).chain(device_fd).collect();
+    loop {
+        // Consume the wake-up, then clear the flag that coalesces them, then look at the
+        // sources: a kick landing after the clear signals the eventfd again. (Clearing the
+        // flag before draining would let a kick in between be drained while the flag stays
+        // set, and every later kick would then skip the eventfd: the same lost update as
+        // the window-update request's, one level up.)
+        shared.eventfd.drain();
+        shared.kicked.store(false, Ordering::Release);
+        let now = clock.now();
+        dev.receive(now, &mut rx);
+        let more_rx = rx.is_full();
+        // Requests are marked done here, before any window is computed (see `wnd_update`).
+        shared.requests.take(&mut taken);
+        let (next, closing, ring_full) = {
+            let mut g = shared.lock();
+            let inner = &mut *g;
+            while let Some(frame) = rx.pop() {
+                inner.stack.process(now, frame);
+            }
+            for &idx in &taken {
+                shared.window_update_requests.fetch_add(1, Ordering::Relaxed);
+                if inner.stack.window_update_at(idx) {
+                    shared.window_updates_sent.fetch_add(1, Ordering::Relaxed);
+                }
+                if shared.sync_window_updates {
+                    inner.waits[idx as usize].replies += 1;
+                    shared.cvs[idx as usize].read.notify_all();
+                }
+            }
+            taken.clear();
+            if inner.closed {
+                inner.stack.reset_all();
+            }
+            inner.stack.dispatch(now);
+            let ring_full = inner.stack.tx_ring().is_full();
+            if tx.is_empty() {
+                std::mem::swap(inner.stack.tx_ring(), &mut tx);
+            }
+            inner.wake_changed(&shared.cvs, &shared.accept_cv);
+            (inner.stack.poll_at(), inner.closed, ring_full)
+        };
+        dev.transmit(now, &mut tx);
+        shared.rounds.fetch_add(1, Ordering::Relaxed);
+        if closing {
+            // The resets went out with this round (what the device would not take is lost,
+            // as at process exit).
+            return;
+        }
+        if more_rx || ring_full {
+            continue;
+        }
+        let blocked = !tx.is_empty();
+        let mut timeout = next.map(|t| t.saturating_duration_since(clock.now()));
+        if let Some(t) = dev.poll_at() {
+            let d = t.saturating_duration_since(clock.now());
+            timeout = Some(timeout.map_or(d, |x| x.min(d)));
+        }
+        if blocked {
+            // The device pushed back: wait until it can take frames (or a timer), but
+            // not for the output the untaken frames keep "pending" now.
+            timeout = Some(timeout.unwrap_or(Duration::MAX).max(Duration::from_millis(1)));
+        } else if timeout == Some(Duration::ZERO) {
+            continue;
+        }
+        shared.sleeps.fetch_add(1, Ordering::Relaxed);
+        if sys::wait(&fds, blocked, timeout).is_err() {
+            // ppoll failed on a valid descriptor set: nothing sensible to sleep on, so
+            // run the next round at the next timer instead of spinning.
+            std::thread::sleep(timeout.unwrap_or(Duration::from_millis(10)).min(Duration::from_millis(10)));
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! Blocking sockets on a [`Runtime`], shaped like `std::net`'s.
+
+use super::{Inner, Runtime, Shared};
+use crate::socket::{Error, ListenerHandle, Shutdown as CoreShutdown, TcpHandle};
+use core::time::Duration;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, MutexGuard};
+use std::time::Instant as StdInstant;
+
+/// Accept-queue length of [`TcpListener::bind`] (Linux's `somaxconn` was 4096 since 5.4;
+/// a thousand is plenty for a user-space stack and bounds the SYN queue too).
+pub const DEFAULT_BACKLOG: usize = 1024;
+
+fn aborted() -> io::Error {
+    io::Error::new(ErrorKind::ConnectionAborted, "the runtime was shut down")
+}
+
+/// The `std::io::Error` a socket call fails with, by the kind a std socket gives.
+fn io_error(e: Error) -> io::Error {
+    let kind = match e {
+        Error::Refused => ErrorKind::ConnectionRefused,
+        Error::Reset => ErrorKind::ConnectionReset,
+        Error::TimedOut => ErrorKind::TimedOut,
+        Error::AddrInUse => ErrorKind::AddrInUse,
+        Error::NotConnected | Error::InvalidHandle => ErrorKind::NotConnected,
+        Error::InvalidState => ErrorKind::BrokenPipe,
+        Error::NoBufferSpace => ErrorKind::OutOfMemory,
+        Error::WouldBlock => ErrorKind::WouldBlock,
+        Error::InvalidArgument => ErrorKind::InvalidInput,
+    };
+    io::Error::new(kind, e)
+}
+
+fn v4(addr: core::net::Ipv4Addr, port: u16) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(addr, port))
+}
+
+/// A timeout as stored: nanoseconds, 0 for none (std refuses a zero timeout).
+fn timeout_nanos(t: Option<Duration>) -> io::Result<u64> {
+    match t {
+        Some(d) if d.is_zero() => Err(io::Error::new(ErrorKind::InvalidInput, "cannot set a 0 duration timeout")),
+        Some(d) => Ok(d.as_nanos().clamp(1, u64::MAX as u128) as u64),
+        None => Ok(0),
+    }
+}
+
+fn timeout_of(nanos: u64) -> Option<Duration> {
+    (nanos != 0).then(|| Duration::from_nanos(nanos))
+}
+
+/// Wait on a connection's condition variable (readers' or writers'), until the protocol
+/// thread sees its readiness change, `deadline`, or shutdown. `Err(WouldBlock)` when the
+/// deadline passed, as a std socket's timeout does on Linux.
+fn wait<'a>(
+    shared: &'a Shared,
+    mut g: MutexGuard<'a, Inner>,
+    h: TcpHandle,
+    slot: u32,
+    write: bool,
+    deadline: Option<StdInstant>,
+) -> io::Result<MutexGuard<'a, Inner>> {
+    g.register(h, slot, write);
+    let cvs = &shared.cvs[slot as usize];
+    let cv = if write { &cvs.write } else { &cvs.read };
+    match deadline {
+        None => g = cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+        Some(d) => {
+            let left = d.saturating_duration_since(StdInstant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(ErrorKind::WouldBlock, "timed out"));
+            }
+            g = cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+    if g.closed {
+        return Err(aborted());
+    }
+    Ok(g)
+}
+
+/// A TCP connection on a [`Runtime`], used as `std::net::TcpStream` is: `Read` and `Write`
+/// (also on `&TcpStream`, so that one thread reads while another writes), timeouts,
+/// non-blocking mode, half-close. Dropping it closes the connection as `close(2)` does:
+/// a FIN after the queued data (a reset if received data was left unread).
+#[derive(Debug)]
+pub struct TcpStream {
+    shared: Arc<Shared>,
+    h: TcpHandle,
+    slot: u32,
+    nonblocking: AtomicBool,
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
+    /// The connection's error (reset, timeout) was reported once: later writes fail with
+    /// BrokenPipe and reads return end of stream, as on Linux.
+    error_reported: AtomicBool,
+    read_shut: AtomicBool,
+    write_shut: AtomicBool,
+}
+
+impl TcpStream {
+    fn new(shared: Arc<Shared>, h: TcpHandle, slot: u32) -> TcpStream {
+        TcpStream {
+            shared,
+            h,
+            slot,
+            nonblocking: AtomicBool::new(false),
+            read_timeout: AtomicU64::new(0),
+            write_timeout: AtomicU64::new(0),
+            error_reported: AtomicBool::new(false),
+            read_shut: AtomicBool::new(false),
+            write_shut: AtomicBool::new(false),
+        }
+    }
+
+    /// Open a connection to `addr` from the stack's address and an ephemeral port, and
+    /// wait until it is established (or refused, or the SYN retransmissions give up).
+    pub fn connect(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        let shared = rt.shared().clone();
+        let mut g = shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        let h = g.stack.tcp_connect(addr).map_err(io_error)?;
+        let slot = g.stack.tcp_slot(h).map_err(io_error)?;
+        shared.kick();
+        loop {
+            let r = g.stack.tcp_readiness(h).map_err(io_error)?;
+            if let Some(e) = r.error {
+                let _ = g.stack.tcp_close(h);
+                return Err(io_error(e));
+            }
+            if r.state.is_synchronized() {
+                break;
+            }
+            if r.closed {
+                let _ = g.stack.tcp_close(h);
+                return Err(io_error(Error::Refused));
+            }
+            g = wait(&shared, g, h, slot, true, None)?;
+        }
+        drop(g);
+        Ok(TcpStream::new(shared, h, slot))
+    }
+
+    fn deadline(&self, timeout: &AtomicU64) -> Option<StdInstant> {
+        timeout_of(timeout.load(Ordering::Relaxed)).map(|d| StdInstant::now() + d)
+    }
+
+    /// The connection's error, the first time; afterwards what Linux gives once the error
+    /// was consumed: end of stream for reads, BrokenPipe for writes.
+    fn conn_error(&self, e: Error, write: bool) -> io::Result<usize> {
+        if !self.error_reported.swap(true, Ordering::AcqRel) {
+            return Err(io_error(e));
+        }
+        if write {
+            Err(io::Error::new(ErrorKind::BrokenPipe, e))
+        } else {
+            Ok(0)
+        }
+    }
+
+    fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() || self.read_shut.load(Ordering::Acquire) {
+            return Ok(0);
+        }
+        let deadline = self.deadline(&self.read_timeout);
+        let shared = &*self.shared;
+        let mut g = shared.lock();
+        loop {
+            if g.closed {
+                return Err(aborted());
+            }
+            match g.stack.tcp_recv(self.h, buf) {
+                Ok(n) => {
+                    if n > 0 && g.stack.tcp_read_wants_output(self.h) {
+                        if shared.sync_window_updates {
+                            let asked = g.waits[self.slot as usize].replies;
+                            drop(g);
+                            shared.window_update_and_wait(self.slot, asked);
+                        } else {
+                            drop(g);
+                            shared.post_window_update(self.slot);
+                        }
+                    }
+                    return Ok(n);
+                }
+                Err(Error::WouldBlock) => {
+                    if self.nonblocking.load(Ordering::Relaxed) {
+                        return Err(io_error(Error::WouldBlock));
+                    }
+                    g = wait(shared, g, self.h, self.slot, false, deadline)?;
+                }
+                Err(Error::Refused | Error::Reset | Error::TimedOut) if self.error_reported.load(Ordering::Acquire) => {
+                    return Ok(0);
+                }
+                Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => return self.conn_error(e, false),
+                Err(e) => return Err(io_error(e)),
+            }
+        }
+    }
+
+    fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
+        if self.write_shut.load(Ordering::Acquire) {
+            return Err(io::Error::new(ErrorKind::BrokenPipe, "write after shutdown"));
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let deadline = self.deadline(&self.write_timeout);
+        let shared = &*self.shared;
+        let mut g = shared.lock();
+        loop {
+            if g.closed {
+                return Err(aborted());
+            }
+            match g.stack.tcp_send(self.h, buf) {
+                Ok(n) => {
+                    drop(g);
+                    shared.kick();
+                    return Ok(n);
+                }
+                Err(Error::WouldBlock | Error::NoBufferSpace) => {
+                    if self.nonblocking.load(Ordering::Relaxed) {
+                        return Err(io_error(Error::WouldBlock));
+                    }
+                    g = wait(shared, g, self.h, self.slot, true, deadline)?;
+                }
+                Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => return self.conn_error(e, true),
+                // Our FIN is queued, or the connection is over.
+                Err(Error::InvalidState | Error::NotConnected) => {
+                    return Err(io::Error::new(ErrorKind::BrokenPipe, "connection closed for writing"))
+                }
+                Err(e) => return Err(io_error(e)),
+            }
+        }
+    }
+
+    fn tuple(&self) -> io::Result<crate::tcp::FourTuple> {
+        let g = self.shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        g.stack.tcp_tuple(self.h).map_err(io_error)
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        let t = self.tuple()?;
+        Ok(v4(t.remote_addr, t.remote_port))
+    }
+
+    /// The local address. For a connection accepted by [`TcpListener::bind_any`], the
+    /// address and port the peer dialled (its original destination).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        let t = self.tuple()?;
+        Ok(v4(t.local_addr, t.local_port))
+    }
+
+    /// Half-close (`Write`: FIN after the queued data; reading goes on), stop reading
+    /// (`Read`: reads return 0, and data that still arrives resets the connection), or both.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        let core = match how {
+            Shutdown::Read => CoreShutdown::Read,
+            Shutdown::Write => CoreShutdown::Write,
+            Shutdown::Both => CoreShutdown::Both,
+        };
+        let mut g = self.shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        g.stack.tcp_shutdown(self.h, core).map_err(io_error)?;
+        if matches!(how, Shutdown::Read | Shutdown::Both) {
+            self.read_shut.store(true, Ordering::Release);
+        }
+        if matches!(how, Shutdown::Write | Shutdown::Both) {
+            self.write_shut.store(true, Ordering::Release);
+        }
+        drop(g);
+        self.shared.kick();
+        Ok(())
+    }
+
+    /// Nagle's algorithm off (`true`) or on.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        let mut g = self.shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        let mut opts = g.stack.tcp_options(self.h).map_err(io_error)?;
+        opts.nodelay = nodelay;
+        g.stack.tcp_set_options(self.h, opts).map_err(io_error)?;
+        drop(g);
+        self.shared.kick();
+        Ok(())
+    }
+
+    /// Whether Nagle's algorithm is off.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        let g = self.shared.lock();
+        g.stack.tcp_options(self.h).map(|o| o.nodelay).map_err(io_error)
+    }
+
+    /// How long a read blocks before failing with `WouldBlock` (`None`: forever). A zero
+    /// duration is `InvalidInput`, as in std.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.read_timeout.store(timeout_nanos(t)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// How long a write blocks before failing with `WouldBlock` (`None`: forever).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.write_timeout.store(timeout_nanos(t)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The read timeout (`None`: reads block until data, end of stream or an error).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(timeout_of(self.read_timeout.load(Ordering::Relaxed)))
+    }
+
+    /// The write timeout (`None`: writes block until there is room or an error).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(timeout_of(self.write_timeout.load(Ordering::Relaxed)))
+    }
+
+    /// Reads and writes fail with `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.nonblocking.store(nonblocking, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A `tcp_info`-like snapshot of the connection.
+    pub fn tcp_info(&self) -> io::Result<crate::tcp::TcpInfo> {
+        let g = self.shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        g.stack.tcp_info(self.h).map_err(io_error)
+    }
+}
+
+impl Shared {
+    /// The synchronous window update (benchmark mode): post the request and wait for the
+    /// protocol thread's reply, as a reader did before DragonFly BSD's commit 96c6eb29.
+    fn window_update_and_wait(&self, slot: u32, asked: u64) {
+        self.requests.post(slot);
+        self.kick();
+        let mut g = self.lock();
+        while !g.closed && g.waits[slot as usize].replies == asked {
+            g = self.cvs[slot as usize].read.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_impl(buf)
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_impl(buf)
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_impl(buf)
+    }
+    /// Bytes written are queued for sending at once; there is nothing to flush.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_impl(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        let mut g = self.shared.lock();
+        if g.closed {
+            return;
+        }
+        let _ = g.stack.tcp_close(self.h);
+        drop(g);
+        self.shared.kick();
+    }
+}
+
+/// A listening socket on a [`Runtime`]. Dropping it resets the connections it had not
+/// handed out.
+#[derive(Debug)]
+pub struct TcpListener {
+    shared: Arc<Shared>,
+    l: ListenerHandle,
+    local: SocketAddrV4,
+    nonblocking: AtomicBool,
+}
+
+impl TcpListener {
+    /// Listen on `addr` (`0.0.0.0` for any of the stack's addresses). `AddrInUse` if it
+    /// already listens there; `InvalidInput` for port 0.
+    pub fn bind(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpListener> {
+        TcpListener::bind_with_backlog(rt, addr, DEFAULT_BACKLOG)
+    }
+
+    /// [`bind`](Self::bind) with an accept-queue length.
+    pub fn bind_with_backlog(rt: &Runtime, addr: SocketAddrV4, backlog: usize) -> io::Result<TcpListener> {
+        let shared = rt.shared().clone();
+        let mut g = shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        let l = g.stack.tcp_listen(addr, backlog).map_err(io_error)?;
+        drop(g);
+        Ok(TcpListener { shared, l, local: addr, nonblocking: AtomicBool::new(false) })
+    }
+
+    /// Listen on every address and port no other listener takes: with
+    /// [`InterfaceConfig::any_destination`](crate::iface::InterfaceConfig::any_destination),
+    /// a transparent proxy's listener. Each accepted stream's
+    /// [`local_addr`](TcpStream::local_addr) is where the peer was going.
+    pub fn bind_any(rt: &Runtime) -> io::Result<TcpListener> {
+        let shared = rt.shared().clone();
+        let mut g = shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        let opts = crate::tcp::SocketOptions::from_config(g.stack.tcp().config());
+        let l = g.stack.tcp_listen_any(DEFAULT_BACKLOG, opts).map_err(io_error)?;
+        drop(g);
+        let local = SocketAddrV4::new(core::net::Ipv4Addr::UNSPECIFIED, 0);
+        Ok(TcpListener { shared, l, local, nonblocking: AtomicBool::new(false) })
+    }
+
+    /// The next established connection and its peer's address, waiting for one.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let shared = &*self.shared;
+        let mut g = shared.lock();
+        loop {
+            if g.closed {
+                return Err(aborted());
+            }
+            match g.stack.tcp_accept(self.l) {
+                Ok(h) => {
+                    let t = g.stack.tcp_tuple(h).map_err(io_error)?;
+                    let slot = g.stack.tcp_slot(h).map_err(io_error)?;
+                    drop(g);
+                    return Ok((TcpStream::new(self.shared.clone(), h, slot), v4(t.remote_addr, t.remote_port)));
+                }
+                Err(Error::WouldBlock) if !self.nonblocking.load(Ordering::Relaxed) => {
+                    if !g.accepting.contains(&self.l) {
+                        g.accepting.push(self.l);
+                    }
+                    g = shared.accept_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+                Err(e) => return Err(io_error(e)),
+            }
+        }
+    }
+
+    /// The address it was bound to (`0.0.0.0:0` for [`bind_any`](Self::bind_any)).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(SocketAddr::V4(self.local))
+    }
+
+    /// `accept` fails with `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.nonblocking.store(nonblocking, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Accepted connections, forever (ends only with an error).
+    pub fn incoming(&self) -> impl Iterator<Item = io::Result<TcpStream>> + '_ {
+        std::iter::from_fn(move || Some(self.accept().map(|(s, _)| s)))
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        let mut g = self.shared.lock();
+        if g.closed {
+            return;
+        }
+        let _ = g.stack.tcp_unlisten(self.l);
+        drop(g);
+        self.shared.kick();
+    }
+}

@@ -1,0 +1,200 @@
+//! The runtime's sockets behave as `std::net`'s do on Linux: two runtimes over the
+//! in-memory pipe, application code on ordinary threads.
+
+mod runtime_support;
+
+use ackclock::runtime::{TcpListener, TcpStream};
+use runtime_support::{b_at, pair, pattern, A};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+/// Wait (by polling, with a generous bound) until `cond` holds: only to line up a test's
+/// steps with the other runtime's progress, never as an assertion about time.
+fn eventually(mut cond: impl FnMut() -> bool) {
+    for _ in 0..20_000 {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the condition never held");
+}
+
+#[test]
+fn echo() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(7)).unwrap();
+    let stream = TcpStream::connect(&a, b_at(7)).unwrap();
+    let server = std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let (stream, peer) = listener.accept().unwrap();
+            assert_eq!(peer.ip(), core::net::IpAddr::V4(A));
+            std::io::copy(&mut &stream, &mut &stream).unwrap()
+        });
+        assert_eq!(stream.peer_addr().unwrap(), SocketAddr::V4(b_at(7)));
+        assert_eq!(stream.local_addr().unwrap().ip(), core::net::IpAddr::V4(A));
+        let mut sent = vec![0u8; 300_000];
+        pattern(0, &mut sent);
+        let stream = &stream;
+        s.spawn(move || {
+            let mut w = stream;
+            w.write_all(&sent).unwrap();
+            w.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        let mut r = stream;
+        r.read_to_end(&mut got).unwrap();
+        let mut want = vec![0u8; 300_000];
+        pattern(0, &mut want);
+        assert!(got == want, "echoed {} bytes, not byte-exact", got.len());
+        server.join().unwrap()
+    });
+    assert_eq!(server, 300_000);
+}
+
+/// RFC 9293 §3.6: after a half-close the other direction still carries data; read returns
+/// 0 after the peer's FIN (std's end of stream).
+#[test]
+fn half_close() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(9)).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut got = Vec::new();
+            stream.read_to_end(&mut got).unwrap();
+            assert_eq!(got, b"request");
+            assert_eq!(stream.read(&mut [0; 8]).unwrap(), 0, "end of stream stays");
+            stream.write_all(b"reply after the FIN").unwrap();
+        });
+        let mut stream = TcpStream::connect(&a, b_at(9)).unwrap();
+        stream.write_all(b"request").unwrap();
+        stream.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"reply after the FIN");
+    });
+}
+
+/// RFC 9293 §3.10.7.4: a RST aborts the connection. As on Linux, the first write after it
+/// fails with ConnectionReset (the socket's error, consumed) and the next with BrokenPipe.
+#[test]
+fn write_after_reset_gives_reset_then_broken_pipe() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(80)).unwrap();
+    let mut client = TcpStream::connect(&a, b_at(80)).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    client.write_all(b"never read").unwrap();
+    // Unread data: closing resets (RFC 9293 §3.10.4, as Linux does).
+    eventually(|| server.tcp_info().unwrap().stats.bytes_received == 10);
+    drop(server);
+    eventually(|| client.tcp_info().unwrap().state == ackclock::tcp::State::Closed);
+    assert_eq!(client.write(b"x").unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(client.write(b"x").unwrap_err().kind(), ErrorKind::BrokenPipe);
+    assert_eq!(client.write(b"x").unwrap_err().kind(), ErrorKind::BrokenPipe);
+}
+
+/// RFC 9293 §3.10.7.1: a SYN to a port nobody listens on is answered with RST, which
+/// std reports as ConnectionRefused.
+#[test]
+fn connect_to_closed_port_is_refused() {
+    let (a, _b) = pair();
+    let e = TcpStream::connect(&a, b_at(4242)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+    // The failed attempt released its slot: a new connection works.
+    let listener = TcpListener::bind(&_b, b_at(4242)).unwrap();
+    let _c = TcpStream::connect(&a, b_at(4242)).unwrap();
+    listener.accept().unwrap();
+}
+
+/// With a read timeout and nothing to read, read fails with WouldBlock (what Linux's
+/// SO_RCVTIMEO gives; std documents WouldBlock or TimedOut), and the stream stays usable.
+#[test]
+fn read_timeout_gives_would_block() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(13)).unwrap();
+    let mut client = TcpStream::connect(&a, b_at(13)).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    client.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
+    assert_eq!(client.read_timeout().unwrap(), Some(Duration::from_millis(30)));
+    let e = client.read(&mut [0; 16]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut), "{e:?}");
+    server.write_all(b"late").unwrap();
+    let mut got = [0; 4];
+    client.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"late");
+    // Non-blocking: WouldBlock at once.
+    client.set_read_timeout(None).unwrap();
+    client.set_nonblocking(true).unwrap();
+    assert_eq!(client.read(&mut [0; 16]).unwrap_err().kind(), ErrorKind::WouldBlock);
+}
+
+/// Dropping a runtime while threads are blocked in read and in write wakes each with an
+/// error (never a hang), and the sockets fail the same way afterwards.
+#[test]
+fn dropping_the_runtime_wakes_blocked_threads() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(19)).unwrap();
+    let client = TcpStream::connect(&a, b_at(19)).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let (reader_err, writer_err) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut buf = [0u8; 64];
+            loop {
+                match (&server).read(&mut buf) {
+                    Ok(0) => return None,
+                    Ok(_) => continue,
+                    Err(e) => return Some(e.kind()),
+                }
+            }
+        });
+        let writer = s.spawn(|| {
+            // The client never reads: its window closes and this write blocks.
+            let chunk = [7u8; 65536];
+            loop {
+                if let Err(e) = (&server).write(&chunk) {
+                    return e.kind();
+                }
+            }
+        });
+        // Until the writer is blocked (the client's window is full).
+        eventually(|| client.tcp_info().unwrap().rcv_wnd == 0);
+        std::thread::sleep(Duration::from_millis(20));
+        drop(b);
+        (reader.join().unwrap(), writer.join().unwrap())
+    });
+    assert_eq!(reader_err, Some(ErrorKind::ConnectionAborted));
+    assert_eq!(writer_err, ErrorKind::ConnectionAborted);
+    assert_eq!((&server).write(b"x").unwrap_err().kind(), ErrorKind::ConnectionAborted);
+    assert_eq!(listener.accept().unwrap_err().kind(), ErrorKind::ConnectionAborted);
+    drop(a);
+}
+
+/// Bad input gets a typed error, never a panic.
+#[test]
+fn bad_input_gives_typed_errors() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(21)).unwrap();
+    assert_eq!(TcpListener::bind(&b, b_at(21)).unwrap_err().kind(), ErrorKind::AddrInUse);
+    assert_eq!(TcpListener::bind(&b, b_at(0)).unwrap_err().kind(), ErrorKind::InvalidInput);
+    let unspecified = SocketAddrV4::new(core::net::Ipv4Addr::UNSPECIFIED, 21);
+    assert_eq!(TcpStream::connect(&a, unspecified).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(TcpStream::connect(&a, b_at(0)).unwrap_err().kind(), ErrorKind::InvalidInput);
+
+    let mut client = TcpStream::connect(&a, b_at(21)).unwrap();
+    let (_server, _) = listener.accept().unwrap();
+    assert_eq!(client.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(client.set_write_timeout(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::InvalidInput);
+    client.set_nodelay(true).unwrap();
+    assert!(client.nodelay().unwrap());
+    client.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(client.write(b"after shutdown").unwrap_err().kind(), ErrorKind::BrokenPipe);
+    client.shutdown(Shutdown::Read).unwrap();
+    assert_eq!(client.read(&mut [0; 4]).unwrap(), 0, "reads after shutdown(Read) see end of stream");
+
+    // A handle whose runtime is gone.
+    drop(a);
+    assert_eq!(client.set_nodelay(false).unwrap_err().kind(), ErrorKind::ConnectionAborted);
+    assert_eq!(client.peer_addr().unwrap_err().kind(), ErrorKind::ConnectionAborted);
+}
