@@ -3,7 +3,11 @@
 //! thread (sans-IO), and window-update messages per MB with synchronous and asynchronous
 //! (coalesced, DragonFly BSD commit 96c6eb29) window updates, for 1, 8 and 32 streams.
 //!
-//! `cargo bench -p ackclock --bench runtime` (MB per stream: first argument, default 256).
+//! Last, the CPU an idle runtime pair uses while holding 1,000 idle connections for 10 s
+//! (getrusage of the whole process): the protocol threads must sleep, not poll.
+//!
+//! `cargo bench -p ackclock --bench runtime` (MB per stream: first argument, default 256;
+//! `--idle-only` for the idle measurement alone).
 
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Capabilities, PipeConfig};
@@ -91,7 +95,42 @@ fn runtimes(streams: usize, bytes: u64, sync: bool) -> (f64, f64) {
     (total as f64 * 8.0 / secs / 1e9, msgs / (total as f64 / (1 << 20) as f64))
 }
 
+/// User plus system CPU time of the whole process so far.
+fn cpu_time() -> std::time::Duration {
+    // SAFETY: getrusage writes into the struct it is given and reads nothing else.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Two runtimes holding `conns` idle connections for `secs`: the share of one core the
+/// process used meanwhile.
+fn idle(conns: usize, secs: u64) -> f64 {
+    let (da, db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
+    let ra = Runtime::new(stack(A), da).unwrap();
+    let rb = Runtime::new(stack(B), db).unwrap();
+    let l = TcpListener::bind(&rb, SocketAddrV4::new(B, 5001)).unwrap();
+    let mut held = Vec::with_capacity(2 * conns);
+    for _ in 0..conns {
+        held.push(TcpStream::connect(&ra, SocketAddrV4::new(B, 5001)).unwrap());
+        held.push(l.accept().unwrap().0);
+    }
+    // Let the handshakes' last ACKs and any delayed ACK settle.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let (cpu0, wall0) = (cpu_time(), std::time::Instant::now());
+    std::thread::sleep(std::time::Duration::from_secs(secs));
+    let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+    drop(held);
+    cpu.as_secs_f64() / wall.as_secs_f64()
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--idle-only") {
+        let share = idle(1000, 10);
+        println!("idle: two runtimes holding 1,000 connections for 10 s used {:.3}% of a core", share * 100.0);
+        return;
+    }
     let mb: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(256);
     let bytes = mb << 20;
     let base = sans_io(bytes);
@@ -109,4 +148,6 @@ fn main() {
             at / st
         );
     }
+    let share = idle(1000, 10);
+    println!("idle: two runtimes holding 1,000 connections for 10 s used {:.3}% of a core", share * 100.0);
 }
