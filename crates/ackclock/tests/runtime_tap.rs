@@ -1,0 +1,117 @@
+//! The runtime on a TAP, with Linux as the client: an echo server written as with
+//! `std::net` (a thread per connection, blocking `read` and `write`) serves Python clients in
+//! a network namespace the test creates and removes, in both TAP modes.
+//!
+//! Needs root, /dev/net/tun and python3: without them each test prints why and passes as
+//! skipped. Every wait is bounded.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use ackclock::buf::Pool;
+use ackclock::iface::InterfaceConfig;
+use ackclock::phy::{Device, Tap, TapConfig, TapMode};
+use ackclock::runtime::{Runtime, TcpListener, TcpStream};
+use ackclock::time::Instant;
+use ackclock::{Stack, StackConfig};
+use common::netns::{skip, NetNs};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+const HOST_CIDR: &str = "10.77.0.1/24";
+
+/// Each client sends `n` pseudo-random bytes, half-closes, reads the echo to the server's
+/// FIN, and exits 0 only if it got back exactly what it sent. `clients` run at once.
+const CLIENTS: &str = r#"
+import random, socket, sys, threading
+host, n, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ok = []
+def one(seed):
+    data = random.Random(seed).randbytes(n)
+    s = socket.create_connection((host, 7), timeout=60)
+    def send():
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+    t = threading.Thread(target=send)
+    t.start()
+    got = bytearray()
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        got += b
+    t.join()
+    s.close()
+    ok.append(bytes(got) == data)
+threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(sum(ok), "of", clients, "byte-exact")
+sys.exit(0 if len(ok) == clients and all(ok) else 1)
+"#;
+
+fn echo(mut conn: TcpStream) -> usize {
+    let mut buf = [0u8; 16 * 1024];
+    let mut echoed = 0;
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if conn.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                echoed += n;
+            }
+        }
+    }
+    echoed
+}
+
+fn echo_server(mode: TapMode) {
+    if skip(&["python3"]) {
+        return;
+    }
+    let mut ns = NetNs::new();
+    let config = TapConfig { mode, mtu: 1500 };
+    let pool = Pool::new(Tap::pool_config(&config, 1024)).unwrap();
+    let tap_name = ns.tap_name().to_string();
+    ns.adopt(&tap_name);
+    let tap = Tap::open(&tap_name, config, pool).expect("open TAP");
+    ns.take_link(&tap_name, HOST_CIDR);
+    let mut sc = StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24));
+    sc.pool.buffers = 8 * 1024;
+    let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
+    let mut rt = Runtime::new(stack, tap).expect("runtime");
+    let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
+    // The accept loop ends when the runtime shuts down (accept then fails).
+    let server = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        while let Ok((conn, _peer)) = listener.accept() {
+            conns.push(std::thread::spawn(move || echo(conn)));
+        }
+        conns.into_iter().map(|c| c.join().unwrap()).sum::<usize>()
+    });
+    let n = 1 << 20;
+    let clients = 8;
+    let out = ns
+        .command(90, "python3")
+        .args(["-c", CLIENTS, &STACK_ADDR.to_string(), &n.to_string(), &clients.to_string()])
+        .output()
+        .expect("run python3");
+    rt.shutdown();
+    let echoed = server.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "clients: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(echoed, n * clients, "every byte echoed once: {text}");
+}
+
+#[test]
+fn echo_server_plain() {
+    echo_server(TapMode::Plain)
+}
+
+#[test]
+fn echo_server_offload() {
+    echo_server(TapMode::Offload)
+}
