@@ -94,8 +94,8 @@ pub struct Tcp {
     /// Connections whose readiness may have changed since the application last looked, and
     /// listeners with a connection to accept: what `Stack::poll_event` hands out. Each is
     /// listed at most once (its `event` flag), so neither list grows past the tables.
-    events: Vec<u32>,
-    listener_events: Vec<u32>,
+    events: Events,
+    listener_events: Events,
     isn: IsnGenerator,
     ports: PortAllocator,
     ts_key: [u64; 2],
@@ -135,8 +135,8 @@ impl Tcp {
             wheel: TimerWheel::new(cap, Duration::from_millis(1), now),
             expired: Vec::with_capacity(cap),
             dirty: Vec::with_capacity(cap),
-            events: Vec::with_capacity(cap),
-            listener_events: Vec::new(),
+            events: Events::with_capacity(cap),
+            listener_events: Events::with_capacity(0),
             isn: IsnGenerator::new(hash::derive_key(seed, 3)),
             ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
             ts_key: hash::derive_key(seed, 5),
@@ -182,7 +182,7 @@ impl Tcp {
             let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
             let outcome = timer::expire(&mut env, tcb);
             if tcb.state != before || tcb.error.is_some() {
-                mark_event(&mut self.events, idx, tcb);
+                self.events.mark(idx);
             }
             if tcb.state != before {
                 self.trace.event(now, tcb, trace::Event::State(tcb.state));
@@ -232,9 +232,8 @@ impl Tcp {
     /// The next connection whose readiness may have changed, and that the application owns
     /// (accepted or connected, not closed); its event flag is cleared.
     pub(crate) fn take_event(&mut self) -> Option<u32> {
-        while let Some(idx) = self.events.pop() {
-            let Some(tcb) = self.tcb_mut(idx) else { continue };
-            tcb.event = false;
+        while let Some(idx) = self.events.take() {
+            let Some(tcb) = self.tcb(idx) else { continue };
             if !tcb.orphan && tcb.listener.is_none() {
                 return Some(idx);
             }
@@ -244,9 +243,8 @@ impl Tcp {
 
     /// The next listener that gained a connection to accept since it was last reported.
     pub(crate) fn take_listener_event(&mut self) -> Option<u32> {
-        while let Some(lidx) = self.listener_events.pop() {
-            if let Some(l) = self.listeners.get_mut(lidx as usize).and_then(|l| l.as_mut()) {
-                l.event = false;
+        while let Some(lidx) = self.listener_events.take() {
+            if self.listener(lidx).is_some() {
                 return Some(lidx);
             }
         }
@@ -262,11 +260,113 @@ impl Tcp {
     }
 }
 
-/// List a connection in `events` once: its readiness may have changed.
-#[inline(always)]
-pub(crate) fn mark_event(events: &mut Vec<u32>, idx: u32, tcb: &mut tcb::Tcb) {
-    if !tcb.event {
-        tcb.event = true;
-        events.push(idx);
+/// Slots (of connections, or of listeners) with something to report, each listed at most
+/// once. The flag belongs to the slot, not to what occupies it, so a slot freed and reused
+/// while listed is still listed once: the list never outgrows the table, whether or not
+/// anyone takes events.
+#[derive(Debug)]
+pub(crate) struct Events {
+    list: Vec<u32>,
+    listed: Vec<bool>,
+}
+
+impl Events {
+    fn with_capacity(cap: usize) -> Events {
+        Events { list: Vec::with_capacity(cap), listed: Vec::with_capacity(cap) }
+    }
+
+    /// The table grew to `slots` slots.
+    pub(crate) fn grow(&mut self, slots: usize) {
+        if self.listed.len() < slots {
+            self.listed.resize(slots, false);
+            // Every slot listed at once fits: marking never reallocates.
+            self.list.reserve(slots.saturating_sub(self.list.len()));
+        }
+    }
+
+    /// List slot `idx` unless it is listed.
+    #[inline(always)]
+    pub(crate) fn mark(&mut self, idx: u32) {
+        if let Some(f) = self.listed.get_mut(idx as usize) {
+            if !*f {
+                *f = true;
+                self.list.push(idx);
+            }
+        }
+    }
+
+    /// The next listed slot, no longer listed.
+    fn take(&mut self) -> Option<u32> {
+        let idx = self.list.pop()?;
+        if let Some(f) = self.listed.get_mut(idx as usize) {
+            *f = false;
+        }
+        Some(idx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::iface::InterfaceConfig;
+    use crate::phy::{pipe, Device, PipeConfig};
+    use crate::time::{Duration, Instant};
+    use crate::{Stack, StackConfig};
+    use core::net::{Ipv4Addr, SocketAddrV4};
+
+    /// An embedder that never takes events (the runtime, the CLI) must not make the event
+    /// list grow: 300 connections opened, used and closed one after another through 4 slots
+    /// leave at most one entry per slot.
+    #[test]
+    fn events_stay_bounded_by_the_table_when_nobody_takes_them() {
+        let (a_addr, b_addr) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let (mut da, mut db) = pipe(PipeConfig::default());
+        let config = |addr| {
+            let mut c = StackConfig::new(InterfaceConfig::new(addr, 24));
+            c.seed = 1;
+            c.tcp.max_connections = 4;
+            c.tcp.msl = Duration::from_millis(1);
+            c
+        };
+        let mut now = Instant::from_secs(1);
+        let mut a = Stack::new(config(a_addr), da.capabilities(), now).unwrap();
+        let mut b = Stack::new(config(b_addr), db.capabilities(), now).unwrap();
+        let l = b.tcp_listen(SocketAddrV4::new(b_addr, 7), 2).unwrap();
+        let mut done = 0;
+        while done < 300 {
+            let c = a.tcp_connect(SocketAddrV4::new(b_addr, 7)).unwrap();
+            let mut server = None;
+            for _ in 0..10_000 {
+                a.poll(now, &mut da);
+                b.poll(now, &mut db);
+                server = server.or_else(|| b.tcp_accept(l).ok());
+                if server.is_some() && a.tcp_send(c, b"x").is_ok() {
+                    break;
+                }
+                now += Duration::from_millis(1);
+            }
+            let s = server.expect("accepted");
+            let mut buf = [0u8; 4];
+            for _ in 0..10_000 {
+                a.poll(now, &mut da);
+                b.poll(now, &mut db);
+                if b.tcp_recv(s, &mut buf) == Ok(1) {
+                    break;
+                }
+                now += Duration::from_millis(1);
+            }
+            a.tcp_close(c).unwrap();
+            b.tcp_close(s).unwrap();
+            for _ in 0..200 {
+                a.poll(now, &mut da);
+                b.poll(now, &mut db);
+                now += Duration::from_millis(1);
+            }
+            done += 1;
+        }
+        for stack in [&a, &b] {
+            assert!(stack.tcp.slots.len() <= 4);
+            assert!(stack.tcp.events.list.len() <= stack.tcp.slots.len(), "{:?}", stack.tcp.events);
+        }
+        assert!(b.tcp.listener_events.list.len() <= 1);
     }
 }

@@ -34,8 +34,6 @@ pub(crate) struct Listener {
     pub accept: VecDeque<(u32, u32)>,
     /// Live entries of `accept`: what the backlog bounds and the application can accept.
     pub ready: usize,
-    /// Whether this listener is in the stack's event list.
-    pub event: bool,
     pub opts: SocketOptions,
 }
 
@@ -221,7 +219,6 @@ impl Tcp {
             listener: None,
             accept_queued: false,
             dirty: false,
-            event: false,
             stats: ConnStats::default(),
             pred_flags: input::NO_PREDICTION,
             ph_sum: checksum::pseudo_header(tuple.remote_addr, tuple.local_addr, crate::wire::IpProtocol::TCP.0, 0),
@@ -239,6 +236,7 @@ impl Tcp {
             Some(i) => i,
             None => {
                 self.slots.push(Slot::default());
+                self.events.grow(self.slots.len());
                 (self.slots.len() - 1) as u32
             }
         };
@@ -331,10 +329,7 @@ impl Tcp {
         }
         l.accept.push_back((idx, slots[idx as usize].gen));
         l.ready += 1;
-        if !l.event {
-            l.event = true;
-            self.listener_events.push(lidx);
-        }
+        self.listener_events.mark(lidx);
     }
 
     pub(crate) fn listener(&self, lidx: u32) -> Option<&Listener> {

@@ -366,8 +366,6 @@ pub(crate) struct Tcb {
     pub accept_queued: bool,
     /// Where this connection is in the stack's dirty list.
     pub dirty: bool,
-    /// Whether this connection is in the stack's event list.
-    pub event: bool,
 
     pub stats: ConnStats,
     /// Header prediction: the expected offset/flags/window word, in wire byte order (see

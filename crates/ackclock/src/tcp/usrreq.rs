@@ -84,13 +84,13 @@ impl Tcp {
             syn_received: 0,
             accept: VecDeque::new(),
             ready: 0,
-            event: false,
             opts,
         };
         let idx = match self.listeners.iter().position(|l| l.is_none()) {
             Some(i) => i,
             None => {
                 self.listeners.push(None);
+                self.listener_events.grow(self.listeners.len());
                 self.listeners.len() - 1
             }
         };

@@ -36,7 +36,7 @@ pub(crate) use fast::*;
 pub(crate) use slow::*;
 
 use super::tcb::Unverified;
-use super::{mark_event, output, timer, trace, DropReason, FourTuple, Io, SeqNumber, State, Tcp};
+use super::{output, timer, trace, DropReason, FourTuple, Io, SeqNumber, State, Tcp};
 use crate::buf::PBuf;
 use crate::iface::TcpIngress;
 use crate::time::Instant;
@@ -154,7 +154,7 @@ impl Tcp {
             tcb.dirty = true;
             self.dirty.push(idx);
         }
-        mark_event(&mut self.events, idx, tcb);
+        self.events.mark(idx);
         if rearm {
             self.rearm(idx);
         }
@@ -222,7 +222,7 @@ impl Tcp {
             }
         }
         tcb.stats.segs_in += 1;
-        mark_event(&mut self.events, idx, tcb);
+        self.events.mark(idx);
         let before = tcb.state;
         let mut env = env!(self, now, pool, iface, tx);
         let outcome = match tcb.state {
