@@ -10,7 +10,7 @@ use ackclock::runtime::{TcpListener, TcpStream};
 use runtime_support::{b_at, pair};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 struct Counting;
@@ -60,6 +60,7 @@ fn no_allocation_per_packet_in_steady_state() {
     let (receiver, _) = listener.accept().unwrap();
     let total = WARM_UP + MEASURED + (8 << 20);
     let received = AtomicU64::new(0);
+    let pause = AtomicBool::new(false);
     let (before, after) = std::thread::scope(|s| {
         s.spawn(|| {
             let chunk = vec![0x5au8; 64 * 1024];
@@ -77,6 +78,9 @@ fn no_allocation_per_packet_in_steady_state() {
             let mut i = 0;
             let mut got = 0;
             while got < total {
+                while pause.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 let n = (&receiver).read(&mut buf[..sizes[i % sizes.len()]]).unwrap();
                 assert!(n > 0 && buf[..n].iter().all(|&b| b == 0x5a));
                 got += n as u64;
@@ -90,6 +94,13 @@ fn no_allocation_per_packet_in_steady_state() {
             }
         };
         NOT_COUNTED.with(|c| c.set(true));
+        // Queues grow to their deepest once (a one-time cost, not per packet): let the
+        // receiver stall long enough in the warm-up for the window to fill, so that no later
+        // stall of the scheduler's making reaches a new depth inside the measured part.
+        wait_for(WARM_UP / 2);
+        pause.store(true, Ordering::Release);
+        std::thread::sleep(Duration::from_millis(300));
+        pause.store(false, Ordering::Release);
         wait_for(WARM_UP);
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         wait_for(WARM_UP + MEASURED);

@@ -41,13 +41,31 @@ impl RxQueue {
     /// Append at the back.
     #[inline(always)]
     pub fn push_back(&mut self, seg: RxSeg) {
+        self.make_room();
         self.v.push(Some(seg));
+    }
+
+    /// Before a push into a full vector, drop the read part instead of growing: the vector
+    /// then grows only with the number of unread entries (bounded by the receive window), so
+    /// its size follows the deepest the queue has been, not when the reader happened to read.
+    #[inline(always)]
+    fn make_room(&mut self) {
+        if self.v.len() == self.v.capacity() && self.head > 0 {
+            self.compact();
+        }
+    }
+
+    #[inline(never)]
+    fn compact(&mut self) {
+        self.v.drain(..self.head);
+        self.head = 0;
     }
 
     /// Append a received frame whose payload is the `len` bytes at `off` (its view is cut to
     /// them in place, and its offload flags cleared).
     #[inline(always)]
     pub fn push_frame(&mut self, seq: SeqNumber, buf: PBuf, off: u32, len: u32, unverified: Option<Unverified>) {
+        self.make_room();
         self.v.push(Some(RxSeg { seq, buf, unverified }));
         if let Some(Some(e)) = self.v.last_mut() {
             let _ = e.buf.narrow(off as usize, len as usize);
@@ -62,8 +80,7 @@ impl RxQueue {
             self.v.clear();
             self.head = 0;
         } else if self.head >= 32 && self.head * 2 >= self.v.len() {
-            self.v.drain(..self.head);
-            self.head = 0;
+            self.compact();
         }
     }
 
