@@ -134,11 +134,12 @@ impl ArpCache {
     /// The Ethernet address for `ip`, if known and fresh.
     #[inline]
     pub fn lookup(&self, now: Instant, ip: Ipv4Addr) -> Option<EthernetAddress> {
-        let e = self.entries.get(&ip)?;
-        match e.expires {
-            Some(t) if t <= now => None,
-            _ => Some(e.mac),
-        }
+        self.fresh(now, ip).map(|e| e.mac)
+    }
+
+    /// The entry for `ip` if it has not expired.
+    fn fresh(&self, now: Instant, ip: Ipv4Addr) -> Option<&Entry> {
+        self.entries.get(&ip).filter(|e| e.expires.is_none_or(|t| t > now))
     }
 
     /// [`lookup`](Self::lookup) through a sender's cached hop: while the cache has not
@@ -155,10 +156,8 @@ impl ArpCache {
 
     #[inline(never)]
     fn lookup_refill(&self, now: Instant, ip: Ipv4Addr, hop: &mut Option<CachedHop>) -> Option<EthernetAddress> {
-        let mac = self.lookup(now, ip);
-        *hop =
-            mac.map(|mac| CachedHop { gen: self.gen, ip, mac, expires: self.entries.get(&ip).and_then(|e| e.expires) });
-        mac
+        *hop = self.fresh(now, ip).map(|e| CachedHop { gen: self.gen, ip, mac: e.mac, expires: e.expires });
+        hop.map(|h| h.mac)
     }
 
     /// Park a frame until `next_hop` resolves. Returns whether a request should be sent now.
