@@ -455,7 +455,7 @@ fn protocol_thread<D: RuntimeDevice>(
             }
             for &idx in &taken {
                 shared.window_update_requests.fetch_add(1, Ordering::Relaxed);
-                if inner.stack.window_update_at(idx) {
+                if inner.stack.window_update_now(idx) {
                     shared.window_updates_sent.fetch_add(1, Ordering::Relaxed);
                 }
                 if shared.sync_window_updates {

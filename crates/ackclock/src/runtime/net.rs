@@ -192,9 +192,6 @@ impl TcpStream {
                     }
                     g = wait(shared, g, self.h, self.slot, false, deadline)?;
                 }
-                Err(Error::Refused | Error::Reset | Error::TimedOut) if self.error_reported.load(Ordering::Acquire) => {
-                    return Ok(0);
-                }
                 Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => return self.conn_error(e, false),
                 Err(e) => return Err(io_error(e)),
             }

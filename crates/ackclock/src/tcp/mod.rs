@@ -106,7 +106,7 @@ pub struct Tcp {
     live: usize,
     /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
     gso_max: usize,
-    /// `recv` leaves the window-update decision to `Stack::window_update_at` (the threaded
+    /// `recv` leaves the window-update decision to `Stack::window_update_now` (the threaded
     /// runtime, where the protocol thread makes it on the reader's request).
     pub(crate) defer_window_update: bool,
 }
