@@ -10,9 +10,10 @@
 #[macro_use]
 mod common;
 
+use common::clients::ECHO_CLIENT;
 use common::interop::{
-    cli, finish_curl, handshake_fields, random_file, skip, waiting_client, Mode, Proc, TempDir, ECHO_CLIENT, HOST_CIDR,
-    STACK_ADDR, STACK_CIDR,
+    cli, finish_curl, handshake_fields, random_file, skip, waiting_client, Mode, Proc, TempDir, HOST_CIDR, STACK_ADDR,
+    STACK_CIDR,
 };
 use common::netns::NetNs;
 use std::path::Path;

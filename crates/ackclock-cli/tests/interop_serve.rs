@@ -10,7 +10,8 @@
 #[macro_use]
 mod common;
 
-use common::interop::{finish_curl, pattern_sha256, serve, skip, waiting_client, Mode, ECHO_CLIENT, STACK_ADDR};
+use common::clients::ECHO_CLIENT;
+use common::interop::{finish_curl, pattern_sha256, serve, skip, waiting_client, Mode, STACK_ADDR};
 use common::netns::NetNs;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

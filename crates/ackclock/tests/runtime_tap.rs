@@ -14,42 +14,13 @@ use ackclock::phy::{Device, Tap, TapConfig, TapMode};
 use ackclock::runtime::{Runtime, TcpListener, TcpStream};
 use ackclock::time::Instant;
 use ackclock::{Stack, StackConfig};
+use common::clients::ECHO_CLIENT;
 use common::netns::{skip, NetNs};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 const HOST_CIDR: &str = "10.77.0.1/24";
-
-/// Each client sends `n` pseudo-random bytes, half-closes, reads the echo to the server's
-/// FIN, and exits 0 only if it got back exactly what it sent. `clients` run at once.
-const CLIENTS: &str = r#"
-import random, socket, sys, threading
-host, n, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-ok = []
-def one(seed):
-    data = random.Random(seed).randbytes(n)
-    s = socket.create_connection((host, 7), timeout=60)
-    def send():
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-    t = threading.Thread(target=send)
-    t.start()
-    got = bytearray()
-    while True:
-        b = s.recv(1 << 20)
-        if not b:
-            break
-        got += b
-    t.join()
-    s.close()
-    ok.append(bytes(got) == data)
-threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
-for t in threads: t.start()
-for t in threads: t.join()
-print(sum(ok), "of", clients, "byte-exact")
-sys.exit(0 if len(ok) == clients and all(ok) else 1)
-"#;
 
 fn echo(mut conn: TcpStream) -> usize {
     let mut buf = [0u8; 16 * 1024];
@@ -96,13 +67,14 @@ fn echo_server(mode: TapMode) {
     let clients = 8;
     let out = ns
         .command(90, "python3")
-        .args(["-c", CLIENTS, &STACK_ADDR.to_string(), &n.to_string(), &clients.to_string()])
+        .args(["-c", ECHO_CLIENT, &STACK_ADDR.to_string(), "7", &n.to_string(), &clients.to_string()])
         .output()
         .expect("run python3");
     rt.shutdown();
     let echoed = server.join().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "clients: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.lines().filter(|l| *l == format!("{n} True")).count(), clients, "{text}");
     assert_eq!(echoed, n * clients, "every byte echoed once: {text}");
 }
 

@@ -235,32 +235,6 @@ pub fn finish_curl(mut child: Child) -> (u64, [u8; 32], ExitStatus, String) {
     (total, h.finalize().into(), status, err)
 }
 
-/// A Python client for an echo service: `python3 -c ECHO_CLIENT HOST PORT N` sends N
-/// random bytes while reading, half-closes, and reads to EOF; it prints the count it read
-/// and whether the bytes that came back are the bytes sent ("N True"), and fails unless
-/// they are.
-pub const ECHO_CLIENT: &str = r#"
-import random, socket, sys, threading
-host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-data = random.Random(7).randbytes(n)
-s = socket.create_connection((host, port), timeout=60)
-def send():
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
-t = threading.Thread(target=send)
-t.start()
-got = bytearray()
-while True:
-    b = s.recv(1 << 20)
-    if not b:
-        break
-    got += b
-t.join()
-s.close()
-print(len(got), bytes(got) == data)
-sys.exit(0 if bytes(got) == data else 1)
-"#;
-
 /// A Python client that stays connected until the server ends the connection:
 /// `python3 -c WAITING_CLIENT HOST PORT MODE` sends 1000 bytes (and with MODE `echo` reads
 /// them back), prints "connected", and then prints how the connection ended: "eof",

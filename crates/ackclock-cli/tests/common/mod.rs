@@ -5,6 +5,9 @@
 #[macro_use]
 pub mod interop;
 #[cfg(target_os = "linux")]
+#[path = "../../../ackclock/tests/common/clients.rs"]
+pub mod clients;
+#[cfg(target_os = "linux")]
 #[path = "../../../ackclock/tests/common/netns.rs"]
 pub mod netns;
 

@@ -150,5 +150,6 @@ impl<D: Link> Pair<D> {
 }
 
 pub mod alloc;
+pub mod clients;
 pub mod netns;
 pub mod script;
