@@ -420,6 +420,34 @@ mod tests {
         assert_eq!(p.buffer_size(), 128, "rounded up to a cache line");
     }
 
+    /// A pool reserves its memory and touches a buffer's pages only when the buffer is
+    /// written, so 1 GiB of 64 KiB buffers costs nothing resident until used, and reuse of
+    /// the most recently freed buffer keeps the resident set at the most in use at once.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn memory_is_touched_only_when_used() {
+        let p = Pool::new(PoolConfig { buffers: 16 * 1024, buffer_size: 64 * 1024, headroom: 0 }).unwrap();
+        assert_eq!(p.resident_bytes(), Some(0), "a fresh pool is address space only");
+        for _ in 0..1000 {
+            let mut b = p.alloc().unwrap();
+            b.append(64 * 1024).unwrap().fill(0xa5);
+        }
+        // One buffer at a time, the same one each time (64 KiB, plus at most the pages a
+        // buffer straddles when the page size is larger than a buffer).
+        let resident = p.resident_bytes().unwrap();
+        assert!((64 * 1024..=64 * 1024 + 2 * 65536).contains(&resident), "{resident}");
+        let held: Vec<PBuf> = (0..100)
+            .map(|_| {
+                let mut b = p.alloc().unwrap();
+                b.append(4096).unwrap().fill(1);
+                b
+            })
+            .collect();
+        let resident = p.resident_bytes().unwrap();
+        assert!((100 * 4096..=(100 + 16) * 64 * 1024).contains(&resident), "{resident}");
+        drop(held);
+    }
+
     #[test]
     fn exhaustion_is_an_error_not_a_fallback() {
         let p = pool(2);

@@ -9,7 +9,6 @@ use super::PBuf;
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::alloc::{self, Layout};
 use std::sync::Arc;
 
 /// End of the free list.
@@ -89,8 +88,7 @@ pub struct Pool {
 }
 
 pub(super) struct PoolInner {
-    base: NonNull<u8>,
-    layout: Layout,
+    region: Region,
     pub(super) buffer_size: u32,
     pub(super) headroom: u32,
     count: u32,
@@ -122,17 +120,14 @@ impl Pool {
             return Err(PoolConfigError::BadSize);
         }
         let total = size.checked_mul(config.buffers).ok_or(PoolConfigError::OutOfMemory)?;
-        let layout = Layout::from_size_align(total, ALIGN).map_err(|_| PoolConfigError::OutOfMemory)?;
-        // SAFETY: `total` is non-zero (buffers >= 1, size >= 64).
-        let base = NonNull::new(unsafe { alloc::alloc_zeroed(layout) }).ok_or(PoolConfigError::OutOfMemory)?;
+        let region = Region::new(total)?;
         let count = config.buffers as u32;
         let next: Box<[AtomicU32]> =
             (0..count).map(|i| AtomicU32::new(if i + 1 < count { i + 1 } else { NIL })).collect();
         let refcnt: Box<[AtomicU32]> = (0..count).map(|_| AtomicU32::new(0)).collect();
         Ok(Pool {
             inner: Arc::new(PoolInner {
-                base,
-                layout,
+                region,
                 buffer_size: size as u32,
                 headroom: config.headroom as u32,
                 count,
@@ -180,6 +175,13 @@ impl Pool {
     /// How many times [`Pool::alloc`] found the pool empty.
     pub fn exhausted_count(&self) -> u64 {
         self.inner.exhausted.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the pool's memory resident in RAM now, from mincore(2): what its buffers
+    /// cost, as opposed to the address space reserved. `None` where that cannot be asked.
+    /// Allocates a page map; not for a hot path.
+    pub fn resident_bytes(&self) -> Option<usize> {
+        self.inner.region.resident_bytes()
     }
 
     /// Whether `buf` came from this pool.
@@ -241,14 +243,77 @@ impl PoolInner {
     #[inline]
     pub(super) fn buffer_ptr(&self, index: u32) -> *mut u8 {
         // SAFETY: index < count, so the offset stays inside the allocation.
-        unsafe { self.base.as_ptr().add(index as usize * self.buffer_size as usize) }
+        unsafe { self.region.base.as_ptr().add(index as usize * self.buffer_size as usize) }
     }
 }
 
-impl Drop for PoolInner {
+/// The zero-filled memory behind a pool, `len` bytes aligned to at least [`ALIGN`].
+struct Region {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl Region {
+    /// An anonymous private mapping: page-aligned, zero-filled by the kernel on first touch,
+    /// and `MAP_NORESERVE` so that a large reserve does not count against overcommit limits
+    /// before it is used.
+    #[cfg(target_os = "linux")]
+    fn new(len: usize) -> Result<Region, PoolConfigError> {
+        // SAFETY: a fresh anonymous mapping aliases nothing; failure is MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(PoolConfigError::OutOfMemory);
+        }
+        Ok(Region { base: NonNull::new(p.cast()).ok_or(PoolConfigError::OutOfMemory)?, len })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn resident_bytes(&self) -> Option<usize> {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+        let mut map = vec![0u8; self.len.div_ceil(page)];
+        // SAFETY: the range is our own mapping, and `map` has one byte per page of it.
+        let rc = unsafe { libc::mincore(self.base.as_ptr().cast(), self.len, map.as_mut_ptr()) };
+        (rc == 0).then(|| map.iter().filter(|&&b| b & 1 != 0).count() * page)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn resident_bytes(&self) -> Option<usize> {
+        None
+    }
+
+    /// Elsewhere, the heap: correct, but the allocator may touch every page.
+    #[cfg(not(target_os = "linux"))]
+    fn new(len: usize) -> Result<Region, PoolConfigError> {
+        let layout = std::alloc::Layout::from_size_align(len, ALIGN).map_err(|_| PoolConfigError::OutOfMemory)?;
+        // SAFETY: `len` is non-zero (buffers >= 1, size >= 64).
+        let base = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or(PoolConfigError::OutOfMemory)?;
+        Ok(Region { base, len })
+    }
+}
+
+impl Drop for Region {
     fn drop(&mut self) {
-        // Every handle holds an Arc, so no buffer is in use here.
-        // SAFETY: allocated in `Pool::new` with this layout.
-        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) }
+        // Every handle holds an Arc on the pool, so no buffer is in use here.
+        #[cfg(target_os = "linux")]
+        // SAFETY: mapped in `Region::new` with this length. munmap fails only for bad
+        // arguments, which these are not; there is nothing to do about it in a destructor.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+        #[cfg(not(target_os = "linux"))]
+        // SAFETY: allocated in `Region::new` with this layout.
+        unsafe {
+            std::alloc::dealloc(self.base.as_ptr(), std::alloc::Layout::from_size_align_unchecked(self.len, ALIGN))
+        }
     }
 }
