@@ -446,6 +446,18 @@ mod tests {
         let resident = p.resident_bytes().unwrap();
         assert!((100 * 4096..=(100 + 16) * 64 * 1024).contains(&resident), "{resident}");
         drop(held);
+
+        // After the burst, release_free gives the touched buffers back, keeping 16 free
+        // buffers at the bottom of the list (untouched ones: they cost nothing).
+        let released = p.release_free(16);
+        assert!(released >= 100 * 4096, "{released}");
+        assert_eq!(p.resident_bytes(), Some(0));
+        assert_eq!(p.available(), p.capacity(), "every buffer is back on the free list");
+        // Released buffers work as before and read as zeros.
+        let mut b = p.alloc().unwrap();
+        assert!(b.append(64 * 1024).unwrap().iter().all(|&x| x == 0));
+        // With everything in use but `keep`, there is nothing to release.
+        assert_eq!(p.release_free(p.capacity()), 0);
     }
 
     #[test]

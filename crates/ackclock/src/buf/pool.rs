@@ -177,6 +177,45 @@ impl Pool {
         self.inner.exhausted.load(Ordering::Relaxed)
     }
 
+    /// Give the memory of free buffers back to the operating system, keeping the `keep`
+    /// free buffers at the bottom of the free list as they are. Returns the bytes released.
+    ///
+    /// For a quiet moment, not a hot path (it allocates an index list and makes a system
+    /// call per run of adjacent buffers): after a burst, the buffers it used stay resident
+    /// because the free list reuses the most recently freed first; this returns them, so a
+    /// process's memory follows its load down as well as up. The buffers released are the
+    /// ones at the top of the free list, taken off it while they are released and put back
+    /// after, so `keep` buffers stay available to other threads meanwhile. A released buffer
+    /// reads as zeros and costs a page fault per page when next used.
+    pub fn release_free(&self, keep: usize) -> usize {
+        let inner = &*self.inner;
+        let mut taken = Vec::new();
+        while inner.free.load(Ordering::Relaxed) as usize > keep {
+            match inner.pop() {
+                Some(i) => taken.push(i),
+                None => break,
+            }
+        }
+        taken.sort_unstable();
+        let size = inner.buffer_size as usize;
+        let mut released = 0;
+        let mut run = 0;
+        while run < taken.len() {
+            let mut end = run + 1;
+            while end < taken.len() && taken[end] == taken[end - 1] + 1 {
+                end += 1;
+            }
+            released += inner.region.release(taken[run] as usize * size, (taken[end - 1] as usize + 1) * size);
+            run = end;
+        }
+        for &i in taken.iter().rev() {
+            // `pop` handed each out with one reference; no PBuf was made, so none drops it.
+            inner.refcnt[i as usize].store(0, Ordering::Relaxed);
+            inner.push(i);
+        }
+        released
+    }
+
     /// Bytes of the pool's memory resident in RAM now, from mincore(2): what its buffers
     /// cost, as opposed to the address space reserved. `None` where that cannot be asked.
     /// Allocates a page map; not for a hot path.
@@ -289,6 +328,31 @@ impl Region {
     #[cfg(not(target_os = "linux"))]
     fn resident_bytes(&self) -> Option<usize> {
         None
+    }
+
+    /// Drop the pages wholly inside bytes `start..end` of the region (MADV_DONTNEED: the
+    /// next touch maps a fresh zero page). Returns the bytes given back.
+    #[cfg(target_os = "linux")]
+    fn release(&self, start: usize, end: usize) -> usize {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let Ok(page) = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) else { return 0 };
+        let (first, last) = (start.next_multiple_of(page), end.min(self.len) / page * page);
+        if first >= last {
+            return 0;
+        }
+        // SAFETY: the pages lie inside our mapping and belong only to buffers the caller
+        // holds off the free list, so nothing reads or writes them meanwhile.
+        let rc = unsafe { libc::madvise(self.base.as_ptr().add(first).cast(), last - first, libc::MADV_DONTNEED) };
+        if rc == 0 {
+            last - first
+        } else {
+            0
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn release(&self, _start: usize, _end: usize) -> usize {
+        0
     }
 
     /// Elsewhere, the heap: correct, but the allocator may touch every page.
