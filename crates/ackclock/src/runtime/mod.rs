@@ -74,7 +74,10 @@
 //! **Blocking.** An application thread that must wait registers on its socket and waits on
 //! the socket's condition variable with the stack's lock (one for readers and one for
 //! writers per connection slot, made with the runtime). After each round the protocol
-//! thread wakes the sockets whose readiness changed (`Inner::wake_changed`).
+//! thread wakes the sockets whose readiness changed (`Inner::wake_changed`). Async tasks
+//! (`runtime::tokio`, behind the `tokio` feature) wait the same way with a waker in
+//! place of the condition variable: the protocol thread wakes a stored waker only when that
+//! socket's readiness changed, never on every round.
 //!
 //! **Stopping.** [`Runtime::shutdown`] (or drop) resets every connection still open and
 //! closes every listener, as a process that exits does, sends those RSTs, wakes every
@@ -84,6 +87,8 @@
 mod net;
 pub(crate) mod sync;
 mod sys;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub(crate) mod wnd_update;
 
 pub use net::{TcpListener, TcpStream};
@@ -97,6 +102,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::Waker;
 use std::thread::JoinHandle;
 use sys::EventFd;
 use wnd_update::Requests;
@@ -174,8 +180,9 @@ pub(crate) struct Shared {
     sleeps: AtomicU64,
 }
 
-/// Who may be waiting on a connection slot, and the readiness they saw.
-#[derive(Debug, Clone, Copy)]
+/// Who may be waiting on a connection slot, and the readiness they saw: blocked threads
+/// (on the slot's condition variables) and async tasks (their wakers).
+#[derive(Debug, Clone, Default)]
 struct SlotWait {
     h: Option<TcpHandle>,
     read: bool,
@@ -185,6 +192,8 @@ struct SlotWait {
     listed: bool,
     /// Window-update replies sent (the synchronous mode's reader waits for the next).
     replies: u64,
+    read_waker: Option<Waker>,
+    write_waker: Option<Waker>,
 }
 
 /// What the stack's lock protects.
@@ -196,8 +205,8 @@ pub(crate) struct Inner {
     waits: Vec<SlotWait>,
     /// Slots with `read` or `write` set.
     waiting: Vec<u32>,
-    /// Listeners someone waits to accept from.
-    accepting: Vec<ListenerHandle>,
+    /// Listeners someone waits to accept from: a blocked thread (no waker) or a task.
+    accepting: Vec<(ListenerHandle, Option<Waker>)>,
 }
 
 const READABLE: u8 = 1;
@@ -225,17 +234,26 @@ impl Inner {
             | b(self.stack.pool().available() > 0, BUFFERS)
     }
 
-    /// Register the calling thread as waiting to read (`write == false`) or write on `h`.
-    fn register(&mut self, h: TcpHandle, slot: u32, write: bool) {
+    /// Register the calling thread (`waker == None`) or task as waiting to read
+    /// (`write == false`) or write on `h`, until its readiness differs from what it is now.
+    fn register(&mut self, h: TcpHandle, slot: u32, write: bool, waker: Option<&Waker>) {
         let bits = self.bits(h);
         let Some(w) = self.waits.get_mut(slot as usize) else { return };
         w.h = Some(h);
-        if write {
+        let stored = if write {
             w.write = true;
             w.write_seen = bits & WRITE_MASK;
+            &mut w.write_waker
         } else {
             w.read = true;
             w.read_seen = bits & READ_MASK;
+            &mut w.read_waker
+        };
+        if let Some(waker) = waker {
+            // A task polled again keeps its waker: no clone (a reference count) per poll.
+            if !stored.as_ref().is_some_and(|s| s.will_wake(waker)) {
+                *stored = Some(waker.clone());
+            }
         }
         if !w.listed {
             w.listed = true;
@@ -254,15 +272,20 @@ impl Inner {
         let mut i = 0;
         while i < self.waiting.len() {
             let slot = self.waiting[i];
-            let w = self.waits[slot as usize];
-            let bits = w.h.map_or(GONE, |h| self.bits(h));
+            let bits = self.waits[slot as usize].h.map_or(GONE, |h| self.bits(h));
             let w = &mut self.waits[slot as usize];
             if w.read && bits & READ_MASK != w.read_seen {
                 cvs[slot as usize].read.notify_all();
+                if let Some(waker) = w.read_waker.take() {
+                    waker.wake();
+                }
                 w.read = false;
             }
             if w.write && bits & WRITE_MASK != w.write_seen {
                 cvs[slot as usize].write.notify_all();
+                if let Some(waker) = w.write_waker.take() {
+                    waker.wake();
+                }
                 w.write = false;
             }
             if w.read || w.write {
@@ -274,10 +297,43 @@ impl Inner {
         }
         if !self.accepting.is_empty() {
             let stack = &self.stack;
-            let before = self.accepting.len();
-            self.accepting.retain(|&l| stack.tcp_acceptable(l).is_ok_and(|n| n == 0));
-            if self.accepting.len() != before {
+            let mut woke = false;
+            self.accepting.retain_mut(|(l, waker)| {
+                if stack.tcp_acceptable(*l).is_ok_and(|n| n == 0) {
+                    return true;
+                }
+                woke = true;
+                if let Some(waker) = waker.take() {
+                    waker.wake();
+                }
+                false
+            });
+            if woke {
                 accept_cv.notify_all();
+            }
+        }
+    }
+
+    /// Wait to accept from `l`: a blocked thread (`None`) or a task.
+    fn register_accept(&mut self, l: ListenerHandle, waker: Option<&Waker>) {
+        let known = self.accepting.iter_mut().find(|(x, w)| *x == l && w.is_none() == waker.is_none());
+        match (known, waker) {
+            (Some((_, Some(stored))), Some(waker)) if !stored.will_wake(waker) => *stored = waker.clone(),
+            (Some(_), _) => {}
+            (None, waker) => self.accepting.push((l, waker.cloned())),
+        }
+    }
+
+    /// Shutdown: wake every task that waits (blocked threads are woken by the caller).
+    fn wake_all_tasks(&mut self) {
+        for w in self.waits.iter_mut() {
+            for waker in [w.read_waker.take(), w.write_waker.take()].into_iter().flatten() {
+                waker.wake();
+            }
+        }
+        for (_, waker) in self.accepting.drain(..) {
+            if let Some(waker) = waker {
+                waker.wake();
             }
         }
     }
@@ -337,13 +393,11 @@ impl Runtime {
         let clock = Clock { start: std::time::Instant::now(), base: stack.now };
         let eventfd = Arc::new(EventFd::new()?);
         let device_fd = device.attach(eventfd.clone());
-        let empty =
-            SlotWait { h: None, read: false, write: false, read_seen: 0, write_seen: 0, listed: false, replies: 0 };
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 stack,
                 closed: false,
-                waits: vec![empty; slots],
+                waits: vec![SlotWait::default(); slots],
                 waiting: Vec::with_capacity(slots),
                 accepting: Vec::new(),
             }),
@@ -391,12 +445,14 @@ impl Runtime {
         {
             let mut g = self.shared.lock();
             g.closed = true;
+            g.wake_all_tasks();
             self.shared.wake_all();
         }
         self.shared.eventfd.wake();
         let _ = thread.join();
         // Anyone who slipped in before `closed` was seen is woken again.
-        let _g = self.shared.lock();
+        let mut g = self.shared.lock();
+        g.wake_all_tasks();
         self.shared.wake_all();
     }
 

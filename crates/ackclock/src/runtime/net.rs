@@ -7,6 +7,7 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
+use std::task::Waker;
 use std::time::Instant as StdInstant;
 
 /// Accept-queue length of [`TcpListener::bind`] (Linux's `somaxconn` was 4096 since 5.4;
@@ -61,7 +62,7 @@ fn wait<'a>(
     write: bool,
     deadline: Option<StdInstant>,
 ) -> io::Result<MutexGuard<'a, Inner>> {
-    g.register(h, slot, write);
+    g.register(h, slot, write, None);
     let cvs = &shared.cvs[slot as usize];
     let cv = if write { &cvs.write } else { &cvs.read };
     match deadline {
@@ -78,6 +79,14 @@ fn wait<'a>(
         return Err(aborted());
     }
     Ok(g)
+}
+
+/// The outcome of one attempt at a socket call, for the blocking and the async callers.
+pub(super) enum Attempt<'a> {
+    /// Finished, with this result; the lock is released.
+    Done(io::Result<usize>),
+    /// It would block; the lock is still held.
+    Blocked(MutexGuard<'a, Inner>),
 }
 
 /// A TCP connection on a [`Runtime`], used as `std::net::TcpStream` is: `Read` and `Write`
@@ -117,6 +126,22 @@ impl TcpStream {
     /// Open a connection to `addr` from the stack's address and an ephemeral port, and
     /// wait until it is established (or refused, or the SYN retransmissions give up).
     pub fn connect(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        let stream = TcpStream::start_connect(rt, addr)?;
+        let shared = stream.shared.clone();
+        let mut g = shared.lock();
+        let result = loop {
+            match stream.connected(g) {
+                Attempt::Done(r) => break r,
+                Attempt::Blocked(held) => g = wait(&shared, held, stream.h, stream.slot, true, None)?,
+            }
+        };
+        // Dropping the stream on an error closes the attempt.
+        result.map(|_| stream)
+    }
+
+    /// Send the SYN; the stream is not usable until [`connected`](Self::connected) says so.
+    /// Dropping it meanwhile closes the attempt.
+    pub(super) fn start_connect(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpStream> {
         let shared = rt.shared().clone();
         let mut g = shared.lock();
         if g.closed {
@@ -124,24 +149,32 @@ impl TcpStream {
         }
         let h = g.stack.tcp_connect(addr).map_err(io_error)?;
         let slot = g.stack.tcp_slot(h).map_err(io_error)?;
-        shared.kick();
-        loop {
-            let r = g.stack.tcp_readiness(h).map_err(io_error)?;
-            if let Some(e) = r.error {
-                let _ = g.stack.tcp_close(h);
-                return Err(io_error(e));
-            }
-            if r.state.is_synchronized() {
-                break;
-            }
-            if r.closed {
-                let _ = g.stack.tcp_close(h);
-                return Err(io_error(Error::Refused));
-            }
-            g = wait(&shared, g, h, slot, true, None)?;
-        }
         drop(g);
+        shared.kick();
         Ok(TcpStream::new(shared, h, slot))
+    }
+
+    /// Whether the handshake is over: `Done(Ok)` established, `Done(Err)` refused or timed
+    /// out, `Blocked` still in progress (the lock held, for registering as a waiter).
+    pub(super) fn connected<'a>(&'a self, g: MutexGuard<'a, Inner>) -> Attempt<'a> {
+        if g.closed {
+            return Attempt::Done(Err(aborted()));
+        }
+        let r = match g.stack.tcp_readiness(self.h) {
+            Ok(r) => r,
+            Err(e) => return Attempt::Done(Err(io_error(e))),
+        };
+        if let Some(e) = r.error {
+            self.error_reported.store(true, Ordering::Release);
+            return Attempt::Done(Err(io_error(e)));
+        }
+        if r.state.is_synchronized() {
+            return Attempt::Done(Ok(0));
+        }
+        if r.closed {
+            return Attempt::Done(Err(io_error(Error::Refused)));
+        }
+        Attempt::Blocked(g)
     }
 
     fn deadline(&self, timeout: &AtomicU64) -> Option<StdInstant> {
@@ -161,77 +194,114 @@ impl TcpStream {
         }
     }
 
-    fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() || self.read_shut.load(Ordering::Acquire) {
-            return Ok(0);
+    /// One read attempt under the lock: `Done` with the result (the lock released, the
+    /// window-update request posted), or `Blocked` with the lock still held, so that the
+    /// caller registers as a waiter before any round can change the readiness it saw.
+    pub(super) fn try_read<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        buf: &mut [u8],
+        wait_reply: bool,
+    ) -> Attempt<'a> {
+        let shared = &*self.shared;
+        if g.closed {
+            return Attempt::Done(Err(aborted()));
         }
+        if buf.is_empty() || self.read_shut.load(Ordering::Acquire) {
+            return Attempt::Done(Ok(0));
+        }
+        Attempt::Done(match g.stack.tcp_recv(self.h, buf) {
+            Ok(n) => {
+                if n > 0 && g.stack.tcp_read_wants_output(self.h) {
+                    if shared.sync_window_updates && wait_reply {
+                        let asked = g.waits[self.slot as usize].replies;
+                        drop(g);
+                        shared.window_update_and_wait(self.slot, asked);
+                    } else {
+                        drop(g);
+                        shared.post_window_update(self.slot);
+                    }
+                }
+                Ok(n)
+            }
+            Err(Error::WouldBlock) => return Attempt::Blocked(g),
+            Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => self.conn_error(e, false),
+            Err(e) => Err(io_error(e)),
+        })
+    }
+
+    fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
         let deadline = self.deadline(&self.read_timeout);
         let shared = &*self.shared;
         let mut g = shared.lock();
         loop {
-            if g.closed {
-                return Err(aborted());
-            }
-            match g.stack.tcp_recv(self.h, buf) {
-                Ok(n) => {
-                    if n > 0 && g.stack.tcp_read_wants_output(self.h) {
-                        if shared.sync_window_updates {
-                            let asked = g.waits[self.slot as usize].replies;
-                            drop(g);
-                            shared.window_update_and_wait(self.slot, asked);
-                        } else {
-                            drop(g);
-                            shared.post_window_update(self.slot);
-                        }
-                    }
-                    return Ok(n);
-                }
-                Err(Error::WouldBlock) => {
+            match self.try_read(g, buf, true) {
+                Attempt::Done(r) => return r,
+                Attempt::Blocked(held) => {
                     if self.nonblocking.load(Ordering::Relaxed) {
                         return Err(io_error(Error::WouldBlock));
                     }
-                    g = wait(shared, g, self.h, self.slot, false, deadline)?;
+                    g = wait(shared, held, self.h, self.slot, false, deadline)?;
                 }
-                Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => return self.conn_error(e, false),
-                Err(e) => return Err(io_error(e)),
             }
         }
     }
 
-    fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
+    /// One write attempt under the lock, as [`try_read`](Self::try_read).
+    pub(super) fn try_write<'a>(&'a self, g: MutexGuard<'a, Inner>, buf: &[u8]) -> Attempt<'a> {
+        let mut g = g;
+        if g.closed {
+            return Attempt::Done(Err(aborted()));
+        }
         if self.write_shut.load(Ordering::Acquire) {
-            return Err(io::Error::new(ErrorKind::BrokenPipe, "write after shutdown"));
+            return Attempt::Done(Err(io::Error::new(ErrorKind::BrokenPipe, "write after shutdown")));
         }
         if buf.is_empty() {
-            return Ok(0);
+            return Attempt::Done(Ok(0));
         }
+        Attempt::Done(match g.stack.tcp_send(self.h, buf) {
+            Ok(n) => {
+                drop(g);
+                self.shared.kick();
+                Ok(n)
+            }
+            Err(Error::WouldBlock | Error::NoBufferSpace) => return Attempt::Blocked(g),
+            Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => self.conn_error(e, true),
+            // Our FIN is queued, or the connection is over.
+            Err(Error::InvalidState | Error::NotConnected) => {
+                Err(io::Error::new(ErrorKind::BrokenPipe, "connection closed for writing"))
+            }
+            Err(e) => Err(io_error(e)),
+        })
+    }
+
+    fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.deadline(&self.write_timeout);
         let shared = &*self.shared;
         let mut g = shared.lock();
         loop {
-            if g.closed {
-                return Err(aborted());
-            }
-            match g.stack.tcp_send(self.h, buf) {
-                Ok(n) => {
-                    drop(g);
-                    shared.kick();
-                    return Ok(n);
-                }
-                Err(Error::WouldBlock | Error::NoBufferSpace) => {
+            match self.try_write(g, buf) {
+                Attempt::Done(r) => return r,
+                Attempt::Blocked(held) => {
                     if self.nonblocking.load(Ordering::Relaxed) {
                         return Err(io_error(Error::WouldBlock));
                     }
-                    g = wait(shared, g, self.h, self.slot, true, deadline)?;
+                    g = wait(shared, held, self.h, self.slot, true, deadline)?;
                 }
-                Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => return self.conn_error(e, true),
-                // Our FIN is queued, or the connection is over.
-                Err(Error::InvalidState | Error::NotConnected) => {
-                    return Err(io::Error::new(ErrorKind::BrokenPipe, "connection closed for writing"))
-                }
-                Err(e) => return Err(io_error(e)),
             }
         }
+    }
+
+    /// Register a task to be woken when reading (`write == false`) or writing may proceed.
+    /// Called with the guard an attempt returned `Blocked` with.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
+    pub(super) fn register_waker(&self, g: &mut MutexGuard<'_, Inner>, write: bool, waker: &Waker) {
+        g.register(self.h, self.slot, write, Some(waker));
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
+    pub(super) fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     fn tuple(&self) -> io::Result<crate::tcp::FourTuple> {
@@ -445,25 +515,43 @@ impl TcpListener {
         let shared = &*self.shared;
         let mut g = shared.lock();
         loop {
-            if g.closed {
-                return Err(aborted());
-            }
-            match g.stack.tcp_accept(self.l) {
-                Ok(h) => {
-                    let t = g.stack.tcp_tuple(h).map_err(io_error)?;
-                    let slot = g.stack.tcp_slot(h).map_err(io_error)?;
-                    drop(g);
-                    return Ok((TcpStream::new(self.shared.clone(), h, slot), v4(t.remote_addr, t.remote_port)));
-                }
-                Err(Error::WouldBlock) if !self.nonblocking.load(Ordering::Relaxed) => {
-                    if !g.accepting.contains(&self.l) {
-                        g.accepting.push(self.l);
-                    }
+            match self.try_accept(&mut g)? {
+                Some(accepted) => return Ok(accepted),
+                None if self.nonblocking.load(Ordering::Relaxed) => return Err(io_error(Error::WouldBlock)),
+                None => {
+                    g.register_accept(self.l, None);
                     g = shared.accept_cv.wait(g).unwrap_or_else(|e| e.into_inner());
                 }
-                Err(e) => return Err(io_error(e)),
             }
         }
+    }
+
+    /// One accept attempt under the lock: `None` when no connection is ready (the caller
+    /// registers as a waiter under the same lock).
+    pub(super) fn try_accept(&self, g: &mut MutexGuard<'_, Inner>) -> io::Result<Option<(TcpStream, SocketAddr)>> {
+        if g.closed {
+            return Err(aborted());
+        }
+        match g.stack.tcp_accept(self.l) {
+            Ok(h) => {
+                let t = g.stack.tcp_tuple(h).map_err(io_error)?;
+                let slot = g.stack.tcp_slot(h).map_err(io_error)?;
+                Ok(Some((TcpStream::new(self.shared.clone(), h, slot), v4(t.remote_addr, t.remote_port))))
+            }
+            Err(Error::WouldBlock) => Ok(None),
+            Err(e) => Err(io_error(e)),
+        }
+    }
+
+    /// Register a task to be woken when `try_accept` may find a connection.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
+    pub(super) fn register_accept_waker(&self, g: &mut MutexGuard<'_, Inner>, waker: &Waker) {
+        g.register_accept(self.l, Some(waker));
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
+    pub(super) fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     /// The address it was bound to (`0.0.0.0:0` for [`bind_any`](Self::bind_any)).

@@ -1,0 +1,182 @@
+//! Async sockets for tokio on a [`Runtime`] (the `tokio` feature).
+//!
+//! ```no_run
+//! # async fn f(rt: &ackclock::runtime::Runtime) -> std::io::Result<()> {
+//! use ackclock::runtime::tokio::{TcpListener, TcpStream};
+//! let listener = TcpListener::bind(rt, "10.0.0.1:7".parse().unwrap())?;
+//! let (stream, _peer) = listener.accept().await?;
+//! let (mut r, mut w) = tokio::io::split(stream);
+//! tokio::io::copy(&mut r, &mut w).await?; // echo
+//! # Ok(()) }
+//! ```
+//!
+//! The runtime's protocol thread does the protocol work, as for the blocking sockets; these
+//! types only make the socket calls from tasks. A call that would block stores the task's
+//! waker with the readiness it saw, under the stack's lock, and the protocol thread wakes it
+//! after the round in which that readiness changed, and only then: a task waiting on an
+//! idle connection costs nothing per round beyond the readiness check every waiter costs.
+//! No tokio reactor is involved, so these sockets work on any tokio runtime (current-thread
+//! or multi-thread) and need only tokio's I/O traits from the crate.
+//!
+//! Reads and writes are the core's single copy, made by the polling task: `poll_read`
+//! copies from the packet buffers straight into the caller's `ReadBuf`, verifying the
+//! deferred checksum in that copy, and `poll_write` copies into packet buffers with the
+//! checksum computed in the copy. [`AsyncWrite::poll_shutdown`] queues the FIN behind the
+//! data already written (RFC 9293 §3.10.4: CLOSE in ESTABLISHED), so
+//! `tokio::io::copy_bidirectional` half-closes correctly in either order.
+
+use super::net::{self, Attempt};
+use super::Runtime;
+use ::tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use std::future::poll_fn;
+use std::io;
+use std::net::{Shutdown, SocketAddr, SocketAddrV4};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// A TCP connection for tokio tasks: `AsyncRead` and `AsyncWrite`. Dropping it closes the
+/// connection as `close(2)` does (a FIN after queued data).
+#[derive(Debug)]
+pub struct TcpStream {
+    inner: net::TcpStream,
+}
+
+impl TcpStream {
+    /// Connect to `addr` from the stack's address and an ephemeral port, waiting for the
+    /// handshake (ConnectionRefused, TimedOut when it fails).
+    pub async fn connect(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        let inner = net::TcpStream::start_connect(rt, addr)?;
+        poll_fn(|cx| match inner.connected(inner.shared().lock()) {
+            Attempt::Done(r) => Poll::Ready(r.map(|_| ())),
+            Attempt::Blocked(mut g) => {
+                inner.register_waker(&mut g, true, cx.waker());
+                Poll::Pending
+            }
+        })
+        .await?;
+        Ok(TcpStream { inner })
+    }
+
+    /// A blocking stream made async (the same connection).
+    pub fn from_std(stream: net::TcpStream) -> TcpStream {
+        TcpStream { inner: stream }
+    }
+
+    /// The blocking stream behind it (the same connection).
+    pub fn into_std(self) -> net::TcpStream {
+        self.inner
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.peer_addr()
+    }
+
+    /// The local address (for a stream of [`TcpListener::bind_any`], where the peer was
+    /// going).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    /// Nagle's algorithm off (`true`) or on.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.inner.set_nodelay(nodelay)
+    }
+
+    /// Whether Nagle's algorithm is off.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.inner.nodelay()
+    }
+
+    /// A `tcp_info`-like snapshot of the connection.
+    pub fn tcp_info(&self) -> io::Result<crate::tcp::TcpInfo> {
+        self.inner.tcp_info()
+    }
+}
+
+impl AsyncRead for TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let inner = &self.inner;
+        // Zeroes the unfilled part once; ReadBuf remembers it is initialised after that.
+        let dst = buf.initialize_unfilled();
+        // Never the synchronous window-update reply: a task must not block its thread.
+        match inner.try_read(inner.shared().lock(), dst, false) {
+            Attempt::Done(Ok(n)) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Attempt::Done(Err(e)) => Poll::Ready(Err(e)),
+            Attempt::Blocked(mut g) => {
+                inner.register_waker(&mut g, false, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let inner = &self.inner;
+        match inner.try_write(inner.shared().lock(), buf) {
+            Attempt::Done(r) => Poll::Ready(r),
+            Attempt::Blocked(mut g) => {
+                inner.register_waker(&mut g, true, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Bytes written are queued for sending at once: there is nothing to flush.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Half-close: the FIN follows the data already written; reading goes on.
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.inner.shutdown(Shutdown::Write))
+    }
+}
+
+/// A listening socket for tokio tasks. Dropping it resets the connections it had not
+/// handed out.
+#[derive(Debug)]
+pub struct TcpListener {
+    inner: net::TcpListener,
+}
+
+impl TcpListener {
+    /// Listen on `addr` (see [`net::TcpListener::bind`]).
+    pub fn bind(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpListener> {
+        Ok(TcpListener { inner: net::TcpListener::bind(rt, addr)? })
+    }
+
+    /// Listen on every address and port no other listener takes (a transparent proxy's
+    /// listener, see [`net::TcpListener::bind_any`]).
+    pub fn bind_any(rt: &Runtime) -> io::Result<TcpListener> {
+        Ok(TcpListener { inner: net::TcpListener::bind_any(rt)? })
+    }
+
+    /// The next established connection and its peer's address.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Poll for a connection. Only the waker of the latest poll is woken, as with tokio's
+    /// own listener.
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let mut g = self.inner.shared().lock();
+        match self.inner.try_accept(&mut g) {
+            Ok(Some((s, peer))) => Poll::Ready(Ok((TcpStream { inner: s }, peer))),
+            Ok(None) => {
+                self.inner.register_accept_waker(&mut g, cx.waker());
+                Poll::Pending
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    /// The address it was bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}

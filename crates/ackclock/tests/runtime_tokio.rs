@@ -1,0 +1,209 @@
+//! The tokio adapter (`ackclock::runtime::tokio`): async streams and listeners on two
+//! runtimes joined by the in-memory pipe, spliced to host sockets with
+//! `tokio::io::copy_bidirectional` in both half-close orders.
+
+#![cfg(target_os = "linux")]
+
+mod runtime_support;
+
+use ackclock::runtime::tokio::{TcpListener, TcpStream};
+use runtime_support::{b_at, pair, pattern};
+use std::io::ErrorKind;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+
+fn patterned(offset: u64, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    pattern(offset, &mut v);
+    v
+}
+
+/// An echo server task on `b`, a client task on `a`: 4 MB written and shut down, 4 MB read
+/// back byte-exact, then end of stream (the server's FIN after its echo).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_echo_round_trip_with_half_close() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(7)).unwrap();
+    let server = async {
+        let (stream, peer) = listener.accept().await.unwrap();
+        assert_eq!(peer.ip(), std::net::IpAddr::V4(runtime_support::A));
+        let (mut r, mut w) = tokio::io::split(stream);
+        let n = tokio::io::copy(&mut r, &mut w).await.unwrap();
+        w.shutdown().await.unwrap();
+        n
+    };
+    let data = patterned(0, 4 << 20);
+    let client = async {
+        let s = TcpStream::connect(&a, b_at(7)).await.unwrap();
+        assert_eq!(s.peer_addr().unwrap(), std::net::SocketAddr::V4(b_at(7)));
+        let (mut r, mut w) = tokio::io::split(s);
+        let writer = async {
+            w.write_all(&data).await.unwrap();
+            w.shutdown().await.unwrap();
+        };
+        let reader = async {
+            let mut back = Vec::new();
+            r.read_to_end(&mut back).await.unwrap();
+            back
+        };
+        let ((), back) = tokio::join!(writer, reader);
+        back
+    };
+    let (echoed, back) = tokio::join!(server, client);
+    assert_eq!(echoed, data.len() as u64);
+    assert!(back == data, "echo differs");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn connect_to_a_closed_port_is_refused() {
+    let (a, _b) = pair();
+    let e = TcpStream::connect(&a, b_at(9)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+}
+
+/// What the host side of the splice does.
+#[derive(Clone, Copy)]
+enum Host {
+    /// Read the request to end of stream, then answer and close (the client closes first).
+    AnswerAfterEof,
+    /// Answer at once and close its write side, then read the request to end of stream
+    /// (an HTTP/1.0 response ended by close, while the client still sends).
+    AnswerFirst,
+}
+
+const REQUEST: usize = 300_000;
+const RESPONSE: usize = 700_000;
+
+/// A client on runtime `a` talks to `b`, where a task splices each accepted stream to a host
+/// socket on 127.0.0.1 with `copy_bidirectional`; the host echoes back what `host` says.
+/// Both directions must arrive whole, each ended by its own FIN.
+async fn splice(host: Host) {
+    let (a, b) = pair();
+    let host_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host_addr = host_listener.local_addr().unwrap();
+    let host_task = tokio::spawn(async move {
+        let (mut s, _) = host_listener.accept().await.unwrap();
+        let response = patterned(7, RESPONSE);
+        let mut request = Vec::new();
+        match host {
+            Host::AnswerAfterEof => {
+                s.read_to_end(&mut request).await.unwrap();
+                s.write_all(&response).await.unwrap();
+                s.shutdown().await.unwrap();
+            }
+            Host::AnswerFirst => {
+                s.write_all(&response).await.unwrap();
+                s.shutdown().await.unwrap();
+                s.read_to_end(&mut request).await.unwrap();
+            }
+        }
+        request
+    });
+    let listener = TcpListener::bind(&b, b_at(80)).unwrap();
+    let proxy = tokio::spawn(async move {
+        let (mut inside, _) = listener.accept().await.unwrap();
+        let mut outside = tokio::net::TcpStream::connect(host_addr).await.unwrap();
+        tokio::io::copy_bidirectional(&mut inside, &mut outside).await.unwrap()
+    });
+
+    let mut c = TcpStream::connect(&a, b_at(80)).await.unwrap();
+    let request = patterned(3, REQUEST);
+    let mut response = Vec::new();
+    match host {
+        Host::AnswerAfterEof => {
+            c.write_all(&request).await.unwrap();
+            c.shutdown().await.unwrap();
+            c.read_to_end(&mut response).await.unwrap();
+        }
+        Host::AnswerFirst => {
+            // The whole response and its end of stream arrive before we send a byte.
+            c.read_to_end(&mut response).await.unwrap();
+            c.write_all(&request).await.unwrap();
+            c.shutdown().await.unwrap();
+        }
+    }
+    assert!(response == patterned(7, RESPONSE), "response differs ({} bytes)", response.len());
+    let got = host_task.await.unwrap();
+    assert!(got == request, "request differs ({} bytes)", got.len());
+    assert_eq!(proxy.await.unwrap(), (REQUEST as u64, RESPONSE as u64));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_bidirectional_when_the_client_half_closes_first() {
+    splice(Host::AnswerAfterEof).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_bidirectional_when_the_server_half_closes_first() {
+    splice(Host::AnswerFirst).await;
+}
+
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The protocol thread wakes a waiting task only when its socket's readiness changes: a
+/// read pending on an idle connection is not woken by the rounds another connection's
+/// 8 MB transfer causes, and is woken once when its own data arrives.
+#[test]
+fn a_pending_read_is_woken_only_by_its_own_readiness() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(5)).unwrap();
+    let (mut idle_client, mut idle, mut busy_client, mut busy) = rt.block_on(async {
+        let ic = TcpStream::connect(&a, b_at(5)).await.unwrap();
+        let (is, _) = listener.accept().await.unwrap();
+        let bc = TcpStream::connect(&a, b_at(5)).await.unwrap();
+        let (bs, _) = listener.accept().await.unwrap();
+        (ic, is, bc, bs)
+    });
+
+    let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(counter.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut byte = [0u8; 1];
+    let mut buf = ReadBuf::new(&mut byte);
+    assert!(std::pin::Pin::new(&mut idle).poll_read(&mut cx, &mut buf).is_pending());
+
+    let rounds_before = b.stats().rounds;
+    rt.block_on(async {
+        let data = patterned(0, 8 << 20);
+        let send = async {
+            busy_client.write_all(&data).await.unwrap();
+            busy_client.shutdown().await.unwrap();
+        };
+        let recv = async {
+            let mut got = Vec::new();
+            busy.read_to_end(&mut got).await.unwrap();
+            got.len()
+        };
+        let ((), n) = tokio::join!(send, recv);
+        assert_eq!(n, data.len());
+    });
+    let rounds = b.stats().rounds - rounds_before;
+    assert!(rounds > 100, "the transfer took {rounds} rounds");
+    assert_eq!(counter.0.load(Ordering::SeqCst), 0, "woken by {rounds} rounds of another connection");
+
+    rt.block_on(async { idle_client.write_all(b"x").await.unwrap() });
+    for _ in 0..10_000 {
+        if counter.0.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(counter.0.load(Ordering::SeqCst), 1, "woken once by its own data");
+    let mut buf = ReadBuf::new(&mut byte);
+    assert!(matches!(std::pin::Pin::new(&mut idle).poll_read(&mut cx, &mut buf), Poll::Ready(Ok(()))));
+    assert_eq!(buf.filled(), b"x");
+    // More rounds (the other connection's teardown) do not wake it again.
+    drop((busy, busy_client));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(counter.0.load(Ordering::SeqCst), 1);
+}
