@@ -82,6 +82,7 @@ pub mod stack;
 pub mod stats;
 pub mod tcp;
 pub mod time;
+pub mod udp;
 pub mod wire;
 
 pub use socket::{Error, Event, ListenerHandle, Readiness, Shutdown, TcpHandle};

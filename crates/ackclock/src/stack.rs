@@ -17,11 +17,12 @@
 //! (a sum-only pass) before acknowledging.
 
 use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
-use crate::iface::{Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET};
+use crate::iface::{Ingress, Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET};
 use crate::phy::{Batch, Capabilities, Device};
 use crate::tcp::input::Fast;
 use crate::tcp::{Counters, Io, Tcp, TcpConfig};
 use crate::time::Instant;
+use crate::udp::{Udp, UdpConfig};
 
 /// Everything a stack is made from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,8 @@ pub struct StackConfig {
     pub iface: InterfaceConfig,
     /// TCP's settings.
     pub tcp: TcpConfig,
+    /// UDP's settings.
+    pub udp: UdpConfig,
     /// Sizes of the packet-buffer pool, allocated once when the stack is made.
     pub pool: PoolConfig,
     /// Frames moved per device call.
@@ -50,7 +53,14 @@ impl StackConfig {
         // 64-bit value with no new dependency and no unsafe code.
         use std::hash::BuildHasher;
         let seed = std::collections::hash_map::RandomState::new().hash_one(0x61636b636c6f636bu64);
-        StackConfig { iface, tcp: TcpConfig::default(), pool: PoolConfig::default(), batch: 64, seed }
+        StackConfig {
+            iface,
+            tcp: TcpConfig::default(),
+            udp: UdpConfig::default(),
+            pool: PoolConfig::default(),
+            batch: 64,
+            seed,
+        }
     }
 }
 
@@ -59,6 +69,7 @@ impl StackConfig {
 pub struct Stack {
     pub(crate) iface: Interface,
     pub(crate) tcp: Tcp,
+    pub(crate) udp: Udp,
     pub(crate) pool: Pool,
     pub(crate) tx: Batch,
     rx: Batch,
@@ -87,6 +98,7 @@ impl Stack {
         Ok(Stack {
             iface: Interface::new(config.iface, caps),
             tcp,
+            udp: Udp::new(config.udp, config.seed),
             pool,
             tx: Batch::with_capacity(config.batch.max(1)),
             rx: Batch::with_capacity(config.batch.max(1)),
@@ -103,6 +115,11 @@ impl Stack {
     /// The interface, mutably (e.g. to add static ARP entries).
     pub fn iface_mut(&mut self) -> &mut Interface {
         &mut self.iface
+    }
+
+    /// Every UDP socket of the stack.
+    pub fn udp(&self) -> &Udp {
+        &self.udp
     }
 
     /// All TCP state of the stack: connections, listeners, settings and counters.
@@ -171,13 +188,26 @@ impl Stack {
     }
 
     /// Every other frame: the link and IP checks, then TCP's full path (header prediction
-    /// is for the common frame only).
+    /// is for the common frame only) or UDP.
     #[inline(never)]
     fn process_slow(&mut self, mut frame: PBuf) {
         let now = self.now;
-        if let Some(ing) = self.iface.ingress(now, &mut frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
-            let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-            self.tcp.input_slow(now, ing, frame, io);
+        match self.iface.ingress(now, &mut frame, &self.pool, &mut self.tx, &mut self.tcp.counters) {
+            Some(Ingress::Tcp(ing)) => {
+                let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+                self.tcp.input_slow(now, ing, frame, io);
+            }
+            Some(Ingress::Udp(ing, ip_header_len)) => self.udp.input(
+                now,
+                ing,
+                ip_header_len,
+                frame,
+                &mut self.iface,
+                &self.pool,
+                &mut self.tx,
+                &mut self.tcp.counters,
+            ),
+            None => {}
         }
     }
 

@@ -110,11 +110,21 @@ counters! {
         fast_path_acks,
         /// Segments that took the full input path.
         slow_path,
+        /// UDP datagrams received (well-formed, before the socket lookup).
+        udp_in,
+        /// UDP datagrams handed to the application (checksum good).
+        udp_delivered,
+        /// UDP datagrams sent.
+        udp_out,
+        /// ICMP port-unreachable messages sent for datagrams no socket took.
+        icmp_unreachable_sent,
+        /// ICMP errors not sent because of the rate limit (Linux's `icmp_ratelimit`).
+        icmp_rate_limited,
     }
     drops {
         /// A frame or header failed to parse.
         Malformed => drops_malformed,
-        /// IPv4 header or TCP checksum did not verify.
+        /// IPv4 header, TCP or UDP checksum did not verify.
         BadChecksum => drops_bad_checksum,
         /// Not for one of our addresses.
         NotForUs => drops_not_for_us,
@@ -140,6 +150,10 @@ counters! {
         NoConnection => drops_no_connection,
         /// Anything else the state machine discards (e.g. no ACK bit).
         Discarded => drops_discarded,
+        /// A UDP datagram to a port no socket is bound to (Linux `NoPorts`).
+        UdpNoPort => drops_udp_no_port,
+        /// A UDP datagram for a socket whose receive queue is full (Linux `RcvbufErrors`).
+        UdpRcvbuf => drops_udp_rcvbuf,
     }
 }
 

@@ -80,6 +80,18 @@ pub struct TcpIngress {
     pub checksum_ok: bool,
 }
 
+/// What [`Interface::ingress`] hands up to a transport: the frame's view is then exactly
+/// the segment or datagram.
+#[derive(Debug, Clone, Copy)]
+pub enum Ingress {
+    /// A TCP segment.
+    Tcp(TcpIngress),
+    /// A UDP datagram: its addresses, length and checksum state (the same pseudo-header
+    /// facts a TCP segment has), and the length of the IPv4 header in front of it, which
+    /// an ICMP error quotes.
+    Udp(TcpIngress, usize),
+}
+
 /// Where the TCP segment of a frame that passed [`Interface::common_tcp`] starts: after an
 /// untagged Ethernet header and a 20-byte IPv4 header.
 pub(crate) const COMMON_TCP_OFFSET: usize = 14 + 20;
@@ -179,9 +191,9 @@ impl Interface {
         (ip.to_bits() ^ self.config.addr.to_bits()) & self.mask == 0
     }
 
-    /// Process a received frame. For a TCP segment, the frame's view is trimmed to it and
-    /// its addresses are returned for the TCP layer; ARP and ICMP are answered here (replies
-    /// go into `tx`); anything else is counted and dropped.
+    /// Process a received frame. For a TCP segment or a UDP datagram, the frame's view is
+    /// trimmed to it and its addresses are returned for the transport; ARP and ICMP are
+    /// answered here (replies go into `tx`); anything else is counted and dropped.
     #[inline]
     pub fn ingress(
         &mut self,
@@ -190,7 +202,7 @@ impl Interface {
         pool: &Pool,
         tx: &mut Batch,
         counters: &mut Counters,
-    ) -> Option<TcpIngress> {
+    ) -> Option<Ingress> {
         let (ethertype, eth_len) = {
             let Ok(eth) = EthernetFrame::new_checked(frame.data()) else {
                 counters.drop(DropReason::Malformed);
@@ -217,8 +229,8 @@ impl Interface {
         }
     }
 
-    /// Whether TCP segments to `dst`, not our address, are ours: with `any_destination`
-    /// (a transparent proxy), to any unicast address.
+    /// Whether TCP segments (and UDP datagrams) to `dst`, not our address, are ours: with
+    /// `any_destination` (a transparent proxy), to any unicast address.
     #[inline]
     fn takes_tcp_for(&self, dst: Ipv4Addr) -> bool {
         self.config.any_destination && !dst.is_broadcast() && !dst.is_multicast() && !dst.is_unspecified()
@@ -285,7 +297,7 @@ impl Interface {
         pool: &Pool,
         tx: &mut Batch,
         counters: &mut Counters,
-    ) -> Option<TcpIngress> {
+    ) -> Option<Ingress> {
         let (verified, checksum_ok) = self.checksum_state(frame);
         let (src, dst, protocol, header_len, total_len) = {
             let Ok(ip) = Ipv4Packet::new_checked(&frame.data()[eth_len..]) else {
@@ -298,7 +310,8 @@ impl Interface {
             }
             (ip.src_addr(), ip.dst_addr(), ip.protocol(), ip.header_len(), ip.total_len() as usize)
         };
-        if dst != self.config.addr && !(protocol == IpProtocol::TCP && self.takes_tcp_for(dst)) {
+        let transport = protocol == IpProtocol::TCP || protocol == IpProtocol::UDP;
+        if dst != self.config.addr && !(transport && self.takes_tcp_for(dst)) {
             counters.drop(DropReason::NotForUs);
             return None;
         }
@@ -312,13 +325,14 @@ impl Interface {
             self.icmp_ingress(now, frame, src, src_mac, pool, tx, counters);
             return None;
         }
-        if protocol != IpProtocol::TCP {
+        if !transport {
             counters.drop(DropReason::UnknownProtocol);
             return None;
         }
-        // Keep exactly the TCP segment: the total length decides, padding is dropped.
+        // Keep exactly the segment or datagram: the total length decides, padding is dropped.
         let _ = frame.narrow(eth_len + header_len, total_len - header_len);
-        Some(TcpIngress::new(src, dst, (total_len - header_len) as u32, checksum_ok))
+        let ing = TcpIngress::new(src, dst, (total_len - header_len) as u32, checksum_ok);
+        Some(if protocol == IpProtocol::TCP { Ingress::Tcp(ing) } else { Ingress::Udp(ing, header_len) })
     }
 
     #[allow(clippy::too_many_arguments)]

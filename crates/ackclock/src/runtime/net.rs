@@ -30,6 +30,9 @@ fn io_error(e: Error) -> io::Error {
         Error::NoBufferSpace => ErrorKind::OutOfMemory,
         Error::WouldBlock => ErrorKind::WouldBlock,
         Error::InvalidArgument => ErrorKind::InvalidInput,
+        // EMSGSIZE has no kind of its own in std.
+        Error::MessageTooLong => ErrorKind::InvalidInput,
+        Error::Unreachable => ErrorKind::NetworkUnreachable,
     };
     io::Error::new(kind, e)
 }

@@ -13,6 +13,9 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 pub use crate::tcp::SocketOptions;
 
 mod deferred;
+mod udp;
+
+pub use crate::udp::{Received, UdpHandle};
 
 /// What a socket call can fail with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,6 +41,10 @@ pub enum Error {
     InvalidHandle,
     /// A bad address, port or size.
     InvalidArgument,
+    /// A datagram larger than the link MTU allows (there is no fragmentation).
+    MessageTooLong,
+    /// No route to the destination: off the link, with no gateway.
+    Unreachable,
 }
 
 impl fmt::Display for Error {
@@ -53,6 +60,8 @@ impl fmt::Display for Error {
             Error::WouldBlock => "operation would block",
             Error::InvalidHandle => "invalid socket handle",
             Error::InvalidArgument => "invalid argument",
+            Error::MessageTooLong => "message too long",
+            Error::Unreachable => "network unreachable",
         })
     }
 }
