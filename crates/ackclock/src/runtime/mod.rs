@@ -89,12 +89,15 @@ pub(crate) mod sync;
 mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+mod udp;
+mod waiters;
 pub(crate) mod wnd_update;
 
 pub use net::{TcpListener, TcpStream};
+pub use udp::UdpSocket;
 
 use crate::phy::{Batch, Device, PipeEnd, Wakeup};
-use crate::socket::{ListenerHandle, TcpHandle};
+use crate::socket::{ListenerHandle, TcpHandle, UdpHandle};
 use crate::stack::Stack;
 use crate::time::Instant;
 use core::time::Duration;
@@ -105,6 +108,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::thread::JoinHandle;
 use sys::EventFd;
+use waiters::{SlotCv, Waiters, BUFFERS, CLOSED, ERROR, GONE, READABLE, READ_CLOSED, SYNCHRONIZED, WRITABLE};
 use wnd_update::Requests;
 
 /// A device a runtime can drive: it must tell the protocol thread when frames arrive.
@@ -156,18 +160,12 @@ pub struct Runtime {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Per connection slot: the condition variables its readers and writers wait on.
-#[derive(Debug, Default)]
-struct SlotCv {
-    read: Condvar,
-    write: Condvar,
-}
-
 /// What every thread of a runtime shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
     cvs: Box<[SlotCv]>,
+    udp_cvs: Box<[SlotCv]>,
     accept_cv: Condvar,
     requests: Requests,
     eventfd: Arc<EventFd>,
@@ -180,121 +178,62 @@ pub(crate) struct Shared {
     sleeps: AtomicU64,
 }
 
-/// Who may be waiting on a connection slot, and the readiness they saw: blocked threads
-/// (on the slot's condition variables) and async tasks (their wakers).
-#[derive(Debug, Clone, Default)]
-struct SlotWait {
-    h: Option<TcpHandle>,
-    read: bool,
-    write: bool,
-    read_seen: u8,
-    write_seen: u8,
-    listed: bool,
-    /// Window-update replies sent (the synchronous mode's reader waits for the next).
-    replies: u64,
-    read_waker: Option<Waker>,
-    write_waker: Option<Waker>,
-}
-
 /// What the stack's lock protects.
 #[derive(Debug)]
 pub(crate) struct Inner {
     stack: Stack,
     /// The runtime was shut down: every call fails.
     closed: bool,
-    waits: Vec<SlotWait>,
-    /// Slots with `read` or `write` set.
-    waiting: Vec<u32>,
+    /// Who waits on which connection slot.
+    waits: Waiters<TcpHandle>,
+    /// Who waits on which UDP socket slot.
+    udp_waits: Waiters<UdpHandle>,
     /// Listeners someone waits to accept from: a blocked thread (no waker) or a task.
     accepting: Vec<(ListenerHandle, Option<Waker>)>,
 }
 
-const READABLE: u8 = 1;
-const READ_CLOSED: u8 = 2;
-const CLOSED: u8 = 4;
-const ERROR: u8 = 8;
-const WRITABLE: u8 = 16;
-const SYNCHRONIZED: u8 = 32;
-const BUFFERS: u8 = 64;
-const GONE: u8 = 128;
-const READ_MASK: u8 = READABLE | READ_CLOSED | CLOSED | ERROR | GONE;
-const WRITE_MASK: u8 = WRITABLE | CLOSED | ERROR | SYNCHRONIZED | BUFFERS | GONE;
+/// A connection's readiness as bits (what its waiters compare).
+fn tcp_bits(stack: &Stack, h: TcpHandle) -> u8 {
+    let Ok(r) = stack.tcp_readiness(h) else { return GONE };
+    let b = |c: bool, bit: u8| if c { bit } else { 0 };
+    b(r.readable, READABLE)
+        | b(r.read_closed, READ_CLOSED)
+        | b(r.closed, CLOSED)
+        | b(r.error.is_some(), ERROR)
+        | b(r.writable, WRITABLE)
+        | b(r.state.is_synchronized(), SYNCHRONIZED)
+        | b(stack.pool().available() > 0, BUFFERS)
+}
+
+/// A UDP socket's readiness as bits: datagrams queued, buffers to send from.
+fn udp_bits(stack: &Stack, h: UdpHandle) -> u8 {
+    match stack.udp_readable(h) {
+        Ok(readable) => {
+            (if readable { READABLE } else { 0 }) | (if stack.pool().available() > 0 { BUFFERS } else { 0 })
+        }
+        Err(_) => GONE,
+    }
+}
 
 impl Inner {
-    /// A connection's readiness as bits (what its waiters compare).
-    fn bits(&self, h: TcpHandle) -> u8 {
-        let Ok(r) = self.stack.tcp_readiness(h) else { return GONE };
-        let b = |c: bool, bit: u8| if c { bit } else { 0 };
-        b(r.readable, READABLE)
-            | b(r.read_closed, READ_CLOSED)
-            | b(r.closed, CLOSED)
-            | b(r.error.is_some(), ERROR)
-            | b(r.writable, WRITABLE)
-            | b(r.state.is_synchronized(), SYNCHRONIZED)
-            | b(self.stack.pool().available() > 0, BUFFERS)
-    }
-
     /// Register the calling thread (`waker == None`) or task as waiting to read
-    /// (`write == false`) or write on `h`, until its readiness differs from what it is now.
+    /// (`write == false`) or write on connection `h`, until its readiness changes.
     fn register(&mut self, h: TcpHandle, slot: u32, write: bool, waker: Option<&Waker>) {
-        let bits = self.bits(h);
-        let Some(w) = self.waits.get_mut(slot as usize) else { return };
-        w.h = Some(h);
-        let stored = if write {
-            w.write = true;
-            w.write_seen = bits & WRITE_MASK;
-            &mut w.write_waker
-        } else {
-            w.read = true;
-            w.read_seen = bits & READ_MASK;
-            &mut w.read_waker
-        };
-        if let Some(waker) = waker {
-            // A task polled again keeps its waker: no clone (a reference count) per poll.
-            if !stored.as_ref().is_some_and(|s| s.will_wake(waker)) {
-                *stored = Some(waker.clone());
-            }
-        }
-        if !w.listed {
-            w.listed = true;
-            self.waiting.push(slot);
-        }
+        let bits = tcp_bits(&self.stack, h);
+        self.waits.register(h, slot, bits, write, waker);
     }
 
-    /// After a round: wake the threads waiting on sockets whose readiness changed.
-    ///
-    /// This is the one place that decides which sockets may have changed. Until the core
-    /// reports readiness events, the candidates are the sockets that have a waiter: each
-    /// round costs a readiness check (a few field loads) per waiting socket and a futex wake
-    /// only for those that changed, so 1,000 blocked readers cost 1,000 checks per round.
-    /// An event list from the core would replace the scan.
-    fn wake_changed(&mut self, cvs: &[SlotCv], accept_cv: &Condvar) {
-        let mut i = 0;
-        while i < self.waiting.len() {
-            let slot = self.waiting[i];
-            let bits = self.waits[slot as usize].h.map_or(GONE, |h| self.bits(h));
-            let w = &mut self.waits[slot as usize];
-            if w.read && bits & READ_MASK != w.read_seen {
-                cvs[slot as usize].read.notify_all();
-                if let Some(waker) = w.read_waker.take() {
-                    waker.wake();
-                }
-                w.read = false;
-            }
-            if w.write && bits & WRITE_MASK != w.write_seen {
-                cvs[slot as usize].write.notify_all();
-                if let Some(waker) = w.write_waker.take() {
-                    waker.wake();
-                }
-                w.write = false;
-            }
-            if w.read || w.write {
-                i += 1;
-            } else {
-                w.listed = false;
-                self.waiting.swap_remove(i);
-            }
-        }
+    /// As [`register`](Self::register), on a UDP socket.
+    fn register_udp(&mut self, h: UdpHandle, write: bool, waker: Option<&Waker>) {
+        let bits = udp_bits(&self.stack, h);
+        self.udp_waits.register(h, h.idx, bits, write, waker);
+    }
+
+    /// After a round: wake the threads and tasks waiting on sockets whose readiness changed.
+    fn wake_changed(&mut self, cvs: &[SlotCv], udp_cvs: &[SlotCv], accept_cv: &Condvar) {
+        let stack = &self.stack;
+        self.waits.wake_changed(cvs, |h| tcp_bits(stack, h));
+        self.udp_waits.wake_changed(udp_cvs, |h| udp_bits(stack, h));
         if !self.accepting.is_empty() {
             let stack = &self.stack;
             let mut woke = false;
@@ -326,11 +265,8 @@ impl Inner {
 
     /// Shutdown: wake every task that waits (blocked threads are woken by the caller).
     fn wake_all_tasks(&mut self) {
-        for w in self.waits.iter_mut() {
-            for waker in [w.read_waker.take(), w.write_waker.take()].into_iter().flatten() {
-                waker.wake();
-            }
-        }
+        self.waits.wake_all_tasks();
+        self.udp_waits.wake_all_tasks();
         for (_, waker) in self.accepting.drain(..) {
             if let Some(waker) = waker {
                 waker.wake();
@@ -389,6 +325,7 @@ impl Runtime {
         config: RuntimeConfig,
     ) -> io::Result<Runtime> {
         let slots = stack.tcp().config().max_connections.max(1);
+        let udp_slots = stack.udp().config().max_sockets;
         stack.defer_window_updates(true);
         let clock = Clock { start: std::time::Instant::now(), base: stack.now };
         let eventfd = Arc::new(EventFd::new()?);
@@ -397,11 +334,12 @@ impl Runtime {
             inner: Mutex::new(Inner {
                 stack,
                 closed: false,
-                waits: vec![SlotWait::default(); slots],
-                waiting: Vec::with_capacity(slots),
+                waits: Waiters::new(slots),
+                udp_waits: Waiters::new(udp_slots),
                 accepting: Vec::new(),
             }),
             cvs: (0..slots).map(|_| SlotCv::default()).collect(),
+            udp_cvs: (0..udp_slots).map(|_| SlotCv::default()).collect(),
             accept_cv: Condvar::new(),
             requests: Requests::new(slots),
             eventfd,
@@ -463,7 +401,7 @@ impl Runtime {
 
 impl Shared {
     fn wake_all(&self) {
-        for cv in self.cvs.iter() {
+        for cv in self.cvs.iter().chain(self.udp_cvs.iter()) {
             cv.read.notify_all();
             cv.write.notify_all();
         }
@@ -515,7 +453,9 @@ fn protocol_thread<D: RuntimeDevice>(
                     shared.window_updates_sent.fetch_add(1, Ordering::Relaxed);
                 }
                 if shared.sync_window_updates {
-                    inner.waits[idx as usize].replies += 1;
+                    if let Some(w) = inner.waits.slot(idx) {
+                        w.replies += 1;
+                    }
                     shared.cvs[idx as usize].read.notify_all();
                 }
             }
@@ -528,7 +468,7 @@ fn protocol_thread<D: RuntimeDevice>(
             if tx.is_empty() {
                 std::mem::swap(inner.stack.tx_ring(), &mut tx);
             }
-            inner.wake_changed(&shared.cvs, &shared.accept_cv);
+            inner.wake_changed(&shared.cvs, &shared.udp_cvs, &shared.accept_cv);
             (inner.stack.poll_at(), inner.closed, ring_full)
         };
         dev.transmit(now, &mut tx);

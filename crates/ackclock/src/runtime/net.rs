@@ -14,12 +14,12 @@ use std::time::Instant as StdInstant;
 /// a thousand is plenty for a user-space stack and bounds the SYN queue too).
 pub const DEFAULT_BACKLOG: usize = 1024;
 
-fn aborted() -> io::Error {
+pub(super) fn aborted() -> io::Error {
     io::Error::new(ErrorKind::ConnectionAborted, "the runtime was shut down")
 }
 
 /// The `std::io::Error` a socket call fails with, by the kind a std socket gives.
-fn io_error(e: Error) -> io::Error {
+pub(super) fn io_error(e: Error) -> io::Error {
     let kind = match e {
         Error::Refused => ErrorKind::ConnectionRefused,
         Error::Reset => ErrorKind::ConnectionReset,
@@ -42,7 +42,7 @@ fn v4(addr: core::net::Ipv4Addr, port: u16) -> SocketAddr {
 }
 
 /// A timeout as stored: nanoseconds, 0 for none (std refuses a zero timeout).
-fn timeout_nanos(t: Option<Duration>) -> io::Result<u64> {
+pub(super) fn timeout_nanos(t: Option<Duration>) -> io::Result<u64> {
     match t {
         Some(d) if d.is_zero() => Err(io::Error::new(ErrorKind::InvalidInput, "cannot set a 0 duration timeout")),
         Some(d) => Ok(d.as_nanos().clamp(1, u64::MAX as u128) as u64),
@@ -50,7 +50,7 @@ fn timeout_nanos(t: Option<Duration>) -> io::Result<u64> {
     }
 }
 
-fn timeout_of(nanos: u64) -> Option<Duration> {
+pub(super) fn timeout_of(nanos: u64) -> Option<Duration> {
     (nanos != 0).then(|| Duration::from_nanos(nanos))
 }
 
@@ -217,7 +217,7 @@ impl TcpStream {
             Ok(n) => {
                 if n > 0 && g.stack.tcp_read_wants_output(self.h) {
                     if shared.sync_window_updates && wait_reply {
-                        let asked = g.waits[self.slot as usize].replies;
+                        let asked = g.waits.slot(self.slot).map_or(0, |w| w.replies);
                         drop(g);
                         shared.window_update_and_wait(self.slot, asked);
                     } else {
@@ -418,7 +418,7 @@ impl Shared {
         self.requests.post(slot);
         self.kick();
         let mut g = self.lock();
-        while !g.closed && g.waits[slot as usize].replies == asked {
+        while !g.closed && g.waits.slot(slot).is_some_and(|w| w.replies == asked) {
             g = self.cvs[slot as usize].read.wait(g).unwrap_or_else(|e| e.into_inner());
         }
     }

@@ -180,3 +180,81 @@ impl TcpListener {
         self.inner.local_addr()
     }
 }
+
+/// A UDP socket for tokio tasks.
+#[derive(Debug)]
+pub struct UdpSocket {
+    inner: super::udp::UdpSocket,
+}
+
+impl UdpSocket {
+    /// Bind to `addr` (see [`super::UdpSocket::bind`]).
+    pub fn bind(rt: &Runtime, addr: SocketAddrV4) -> io::Result<UdpSocket> {
+        Ok(UdpSocket { inner: super::udp::UdpSocket::bind(rt, addr)? })
+    }
+
+    /// Bind to every address and port no other socket takes (a transparent proxy's
+    /// socket, see [`super::UdpSocket::bind_any`]).
+    pub fn bind_any(rt: &Runtime) -> io::Result<UdpSocket> {
+        Ok(UdpSocket { inner: super::udp::UdpSocket::bind_any(rt)? })
+    }
+
+    /// Poll for the next datagram: its length, source and (original) destination.
+    pub fn poll_recv_from_to(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<(usize, SocketAddrV4, SocketAddrV4)>> {
+        use super::udp::UdpAttempt;
+        match self.inner.try_recv(self.inner.shared().lock(), buf) {
+            UdpAttempt::Done(r) => Poll::Ready(r.map(|r| (r.len, r.from, r.to))),
+            UdpAttempt::Blocked(mut g) => {
+                self.inner.register(&mut g, false, Some(cx.waker()));
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The next datagram with its source and its destination.
+    pub async fn recv_from_to(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4, SocketAddrV4)> {
+        poll_fn(|cx| self.poll_recv_from_to(cx, buf)).await
+    }
+
+    /// The next datagram and its source.
+    pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.recv_from_to(buf).await.map(|(n, from, _)| (n, SocketAddr::V4(from)))
+    }
+
+    fn poll_send(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+        from: Option<SocketAddrV4>,
+        to: SocketAddrV4,
+    ) -> Poll<io::Result<usize>> {
+        use super::udp::UdpAttempt;
+        match self.inner.try_send(self.inner.shared().lock(), buf, from, to) {
+            UdpAttempt::Done(r) => Poll::Ready(r),
+            UdpAttempt::Blocked(mut g) => {
+                self.inner.register(&mut g, true, Some(cx.waker()));
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Send one datagram to `to` (pending only while the stack has no packet buffer).
+    pub async fn send_to(&self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_send(cx, buf, None, to)).await
+    }
+
+    /// Send one datagram from `from` (any source for a socket of
+    /// [`bind_any`](Self::bind_any)).
+    pub async fn send_from(&self, buf: &[u8], from: SocketAddrV4, to: SocketAddrV4) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_send(cx, buf, Some(from), to)).await
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}
