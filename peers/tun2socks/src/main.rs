@@ -1,0 +1,92 @@
+//! tun2socks in its minimal form, on a peer stack: accept every TCP flow arriving on a TUN
+//! device and splice it to one host address with `tokio::io::copy_bidirectional`. The same
+//! shape as `ackclock relay --tun --listen any --to ADDR`, so `scripts/bench-tun` can put
+//! them side by side.
+//!
+//! ```text
+//! tun2socks-peers ipstack|netstack-smoltcp TUN_NAME HOST:PORT
+//! ```
+//!
+//! It creates the TUN (no address, down), prints "ready", and serves until killed; the
+//! script moves the TUN into a namespace and configures it there.
+
+use futures::{SinkExt, StreamExt};
+use std::net::SocketAddr;
+use tokio::net::TcpStream;
+
+const MTU: u16 = 1500;
+
+fn tun_device(name: &str) -> std::io::Result<tun::AsyncDevice> {
+    let mut config = tun::Configuration::default();
+    config.tun_name(name).mtu(MTU);
+    tun::create_as_async(&config).map_err(std::io::Error::other)
+}
+
+async fn splice<S>(mut inside: S, to: SocketAddr)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let Ok(mut outside) = TcpStream::connect(to).await else { return };
+    let _ = outside.set_nodelay(true);
+    let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+}
+
+async fn ipstack_main(name: &str, to: SocketAddr) -> std::io::Result<()> {
+    let mut config = ipstack::IpStackConfig::default();
+    config.mtu(MTU).map_err(std::io::Error::other)?;
+    let mut stack = ipstack::IpStack::new(config, tun_device(name)?);
+    println!("ready");
+    loop {
+        match stack.accept().await.map_err(std::io::Error::other)? {
+            ipstack::IpStackStream::Tcp(tcp) => {
+                tokio::spawn(splice(tcp, to));
+            }
+            _ => continue,
+        }
+    }
+}
+
+async fn netstack_smoltcp_main(name: &str, to: SocketAddr) -> std::io::Result<()> {
+    let (stack, runner, _udp, listener) =
+        netstack_smoltcp::StackBuilder::default().enable_tcp(true).enable_udp(false).mtu(MTU as usize).build()?;
+    let mut listener = listener.expect("tcp enabled");
+    if let Some(runner) = runner {
+        tokio::spawn(runner);
+    }
+    let (mut stack_sink, mut stack_stream) = stack.split();
+    let (mut tun_sink, mut tun_stream) = tun_device(name)?.into_framed().split();
+    tokio::spawn(async move {
+        while let Some(Ok(pkt)) = stack_stream.next().await {
+            if tun_sink.send(pkt).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(Ok(pkt)) = tun_stream.next().await {
+            if stack_sink.send(pkt).await.is_err() {
+                break;
+            }
+        }
+    });
+    println!("ready");
+    while let Some((stream, _local, _remote)) = listener.next().await {
+        tokio::spawn(splice(stream, to));
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let usage = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "usage: tun2socks-peers ipstack|netstack-smoltcp TUN HOST:PORT");
+    if args.len() != 4 {
+        return Err(usage());
+    }
+    let to: SocketAddr = args[3].parse().map_err(|_| usage())?;
+    match args[1].as_str() {
+        "ipstack" => ipstack_main(&args[2], to).await,
+        "netstack-smoltcp" => netstack_smoltcp_main(&args[2], to).await,
+        _ => Err(usage()),
+    }
+}
