@@ -79,7 +79,12 @@ async fn netstack_smoltcp_main(name: &str, to: SocketAddr) -> std::io::Result<()
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "usage: tun2socks-peers ipstack|netstack-smoltcp TUN HOST:PORT");
+    let usage = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "usage: tun2socks-peers ipstack|netstack-smoltcp TUN HOST:PORT",
+        )
+    };
     if args.len() != 4 {
         return Err(usage());
     }
