@@ -1,16 +1,17 @@
-//! `ackclock fetch URL`: one HTTP/1.1 GET with the stack as the client, over a TAP.
+//! `ackclock fetch URL`: one HTTP/1.1 GET with the stack as the client, over a TAP or a TUN.
 //!
 //! The stack opens the connection (`tcp_connect`), sends `GET PATH` with
 //! `Connection: close`, reads the response head (status line and `Content-Length`), and
 //! then the body: until `Content-Length` bytes, or the server's FIN when there is none. The
 //! body goes to `--output` (`-` for stdout) or is counted and dropped. Chunked responses are
-//! not decoded. The host is an IPv4 address (no DNS): on the TAP's subnet, or beyond `--gateway`.
+//! not decoded. The host is an IPv4 address (no DNS): on the TAP's subnet, or beyond `--gateway`
+//! (on a TUN, any address: the link is point to point).
 //!
-//! The loop is `serve`'s: `stack.receive`, client step, `stack.transmit`, sleep on the TAP
+//! The loop is `serve`'s: `stack.receive`, client step, `stack.transmit`, sleep on the device
 //! until a frame or the next timer (the impairment's included). Exit status 0 for a `2xx`
 //! answer whose body arrived whole.
 
-use crate::relay::{install_signals, stopping, Link, LinkArgs};
+use crate::link::{install_signals, stopping, Link, LinkArgs};
 use ackclock::{Error, Stack, TcpHandle};
 use clap::Args;
 use core::net::Ipv4Addr;
@@ -20,10 +21,10 @@ use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Download a URL (http://A.B.C.D[:PORT]/PATH) with the stack as the TCP client, over a TAP.
+/// Download a URL (http://A.B.C.D[:PORT]/PATH) with the stack as the TCP client, over a TAP or TUN.
 #[derive(Args)]
 pub struct FetchArgs {
-    /// http://A.B.C.D[:PORT]/PATH; the address is on the TAP's subnet or reached through --gateway.
+    /// http://A.B.C.D[:PORT]/PATH; the address is on the TAP's subnet or reached through --gateway (any, on a TUN).
     url: String,
     #[command(flatten)]
     link: LinkArgs,
@@ -165,7 +166,9 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
     let (addr, port, path) = parse_url(&args.url)?;
     let me = args.link.addr;
     let mask = if me.prefix == 0 { 0 } else { u32::MAX << (32 - me.prefix as u32) };
-    if (addr.to_bits() ^ me.addr.to_bits()) & mask != 0 && args.link.gateway.is_none() {
+    // A TUN is point to point: every address is through it.
+    let on_link = (addr.to_bits() ^ me.addr.to_bits()) & mask == 0 || args.link.tun.is_some();
+    if !on_link && args.link.gateway.is_none() {
         return Err(format!("{addr} is not on {me}, and there is no --gateway"));
     }
     if args.json && args.output.as_deref() == Some(std::path::Path::new("-")) {
@@ -221,7 +224,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
             result = Some(Err(format!("timed out after {} s", args.timeout)));
             break;
         }
-        if let Err(e) = link.tap().wait(Some(link.timeout(&stack))) {
+        if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
             result = Some(Err(e.to_string()));
             break;
         }
@@ -250,7 +253,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
         if stack.tcp().connections() == 0 || std::time::Instant::now() >= linger || stopping() {
             break;
         }
-        let _ = link.tap().wait(Some(link.timeout(&stack).min(std::time::Duration::from_millis(20))));
+        let _ = link.device().wait(Some(link.timeout(&stack).min(std::time::Duration::from_millis(20))));
     }
 
     let secs = elapsed.as_secs_f64();

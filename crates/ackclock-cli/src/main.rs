@@ -4,6 +4,8 @@ mod chargen;
 mod decode;
 #[cfg(target_os = "linux")]
 mod fetch;
+#[cfg(target_os = "linux")]
+mod link;
 mod progress;
 #[cfg(target_os = "linux")]
 mod relay;
@@ -26,15 +28,15 @@ struct Cli {
 enum Command {
     /// Decode an Ethernet frame (hex) with ackclock's own parsers.
     Decode(decode::DecodeArgs),
-    /// Download a URL over a TAP device, with the stack as the TCP client.
+    /// Download a URL over a TAP or TUN device, with the stack as the TCP client.
     #[cfg(target_os = "linux")]
     Fetch(fetch::FetchArgs),
-    /// Relay TCP connections arriving on a TAP device to a host socket (tun2socks-style).
+    /// Relay TCP connections arriving on a TAP or TUN device to a host socket (tun2socks-style).
     #[cfg(target_os = "linux")]
     Relay(relay::RelayArgs),
     /// Run a built-in scenario on the simulator and plot it (slow start, fast recovery, ...).
     Sim(scenario::SimArgs),
-    /// Serve discard, echo, chargen and HTTP (GET /bytes/N) on a TAP device.
+    /// Serve discard, echo, chargen and HTTP (GET /bytes/N) on a TAP or TUN device.
     #[cfg(target_os = "linux")]
     Serve(serve::ServeArgs),
     /// Chargen-to-discard transfer over a simulated link (VJ's 1988 throughput test).

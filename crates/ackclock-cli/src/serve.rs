@@ -1,5 +1,5 @@
 //! `ackclock serve`: discard (9), echo (7), chargen (19) and a small HTTP/1.1 server (80)
-//! on the stack, over a Linux TAP device.
+//! on the stack, over a Linux TAP or TUN device (`--tap NAME` or `--tun NAME`).
 //!
 //! HTTP: `GET /bytes/N` (or `HEAD`) answers `N` bytes of a fixed pattern with a
 //! `Content-Length`; byte `i` of the body is `(i % 251) as u8` (251 is prime, so the pattern
@@ -8,18 +8,19 @@
 //! HTTP/1.0 with `Connection: keep-alive`); requests may be pipelined.
 //!
 //! The loop is the sans-IO one: `stack.receive`, serve the sockets, `stack.transmit`, then
-//! sleep in `Tap::wait` until a frame arrives or the stack's next timer. Every connection
+//! sleep in `Tap::wait` (`Tun::wait`) until a frame arrives or the stack's next timer. Every connection
 //! has a bounded application buffer (64 KiB for echo, 8 KiB of request head for HTTP);
 //! chargen and HTTP bodies are generated, not buffered. SIGINT/SIGTERM end it: connections
-//! are reset, listeners closed, and the TAP goes away with its descriptor if serve created
-//! it.
+//! are reset, listeners closed, and the device goes away with its descriptor if serve
+//! created it.
 //!
 //! Output: a start-up line on stdout once the services listen, and a summary on exit (to
 //! stderr); with `--json`, both are one JSON object per line on stdout instead, with
-//! `"event": "ready"` and `"event": "exit"`.
+//! `"event": "ready"` and `"event": "exit"`; the ready object names the device as `"tap"`
+//! or `"tun"`.
 
 use crate::chargen::{self, Chargen};
-use crate::relay::{impair_report, install_signals, stopping, Link, LinkArgs};
+use crate::link::{impair_report, install_signals, stopping, Link, LinkArgs};
 use ackclock::phy::Device;
 use ackclock::{Error, ListenerHandle, Stack, TcpHandle};
 use clap::Args;
@@ -28,7 +29,7 @@ use std::io::Write;
 use std::net::SocketAddrV4;
 use std::process::ExitCode;
 
-/// Serve discard (9), echo (7), chargen (19) and HTTP (80, `GET /bytes/N`) on a TAP device.
+/// Serve discard (9), echo (7), chargen (19) and HTTP (80, `GET /bytes/N`) on a TAP or TUN device.
 #[derive(Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -71,17 +72,18 @@ fn serve(args: ServeArgs) -> Result<(), String> {
                     .map_err(|e| format!("listen {port}: {e}"))
             })
             .collect::<Result<_, _>>()?;
-    let (name, tap_mode, netns) = (&link.name, link.mode(), args.link.netns.as_deref());
+    let (kind, name, tap_mode, netns) = (link.kind(), &link.name, link.mode(), args.link.netns.as_deref());
     if args.json {
-        let ready = serde_json::json!({
-            "event": "ready", "tap": name, "mode": tap_mode, "addr": args.link.addr.to_string(),
+        let mut ready = serde_json::json!({
+            "event": "ready", "mode": tap_mode, "addr": args.link.addr.to_string(),
             "host_addr": args.link.host_addr.map(|h| h.to_string()), "netns": netns,
             "services": { "discard": 9, "echo": 7, "chargen": 19, "http": 80 },
         });
+        ready[kind] = name.as_str().into();
         println!("{ready}");
     } else {
         println!(
-            "ackclock serve: tap {name} ({tap_mode}), stack {}{}{}; discard:9 echo:7 chargen:19 http:80; ready",
+            "ackclock serve: {kind} {name} ({tap_mode}), stack {}{}{}; discard:9 echo:7 chargen:19 http:80; ready",
             args.link.addr,
             args.link.host_addr.map_or(String::new(), |h| format!(", host {h}")),
             netns.map_or(String::new(), |n| format!(", netns {n}")),
@@ -114,7 +116,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         });
         stack.transmit(now, &mut link.dev);
         link.report_errors("ackclock serve");
-        if let Err(e) = link.tap().wait(Some(link.timeout(&stack))) {
+        if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
             result = Err(e.to_string());
             break;
         }
@@ -129,7 +131,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         let _ = stack.tcp_unlisten(l);
     }
     link.flush_at_exit(&mut stack);
-    let (d, c) = (link.dev.stats(), *link.tap().counters());
+    let (d, c) = (link.dev.stats(), *link.device().counters());
     let impair_stats = args.link.impair.is_some().then(|| link.impair_stats());
     if args.json {
         let impairment = impair_stats.map(|(tx, rx)| {

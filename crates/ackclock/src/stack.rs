@@ -17,7 +17,7 @@
 //! (a sum-only pass) before acknowledging.
 
 use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
-use crate::iface::{Ingress, Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET};
+use crate::iface::{Ingress, Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET, COMMON_TCP_OFFSET_IP};
 use crate::phy::{Batch, Capabilities, Device};
 use crate::tcp::input::Fast;
 use crate::tcp::{Counters, Io, Tcp, TcpConfig};
@@ -88,7 +88,7 @@ impl Stack {
         // own MSS (which Nagle then holds back as a runt).
         let mut caps = caps;
         let room = pool.buffer_size().saturating_sub(pool.headroom());
-        caps.mtu = caps.mtu.min(room.saturating_sub(crate::wire::ethernet::HEADER_LEN));
+        caps.mtu = caps.mtu.min(room.saturating_sub(caps.link_header()));
         let mut tcp = Tcp::new(config.tcp, config.seed, now);
         if tcp.config.tso && caps.tso_max > 0 {
             // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)
@@ -160,14 +160,32 @@ impl Stack {
     /// common frame (untagged Ethernet, IPv4 with a 20-byte header, to us, TCP) with the segment
     /// its connection expects goes from the frame to the receive queue (or to the ACK's effects)
     /// in one pass, without the layers' full checks. Everything else takes them, out of line.
+    /// On a link without a link header (a TUN) the common frame is the same IPv4 packet alone.
     #[inline]
     pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);
         self.tcp.counters.frames_in += 1;
+        if !self.iface.capabilities().ethernet {
+            return self.process_ip(frame);
+        }
         let Some(ing) = self.iface.common_tcp(&frame) else { return self.process_slow(frame) };
+        self.process_common::<COMMON_TCP_OFFSET>(ing, frame);
+    }
+
+    /// [`process`](Self::process) on a link without a link header.
+    #[inline(never)]
+    fn process_ip(&mut self, frame: PBuf) {
+        let Some(ing) = self.iface.common_tcp_ip(&frame) else { return self.process_slow(frame) };
+        self.process_common::<COMMON_TCP_OFFSET_IP>(ing, frame);
+    }
+
+    /// A common frame whose TCP segment starts at `OFFSET`: header prediction, else TCP's
+    /// full path.
+    #[inline(always)]
+    fn process_common<const OFFSET: usize>(&mut self, ing: TcpIngress, frame: PBuf) {
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-        match self.tcp.fast(self.now, ing, COMMON_TCP_OFFSET, &frame, io) {
-            Fast::Slow => self.tcp_slow(ing, frame),
+        match self.tcp.fast(self.now, ing, OFFSET, &frame, io) {
+            Fast::Slow => self.tcp_slow::<OFFSET>(ing, frame),
             Fast::Done => {}
             // The frame moves once, into the receive queue: the layers above only looked at
             // it by reference (a 56-byte handle passed by value is copied at each call).
@@ -181,8 +199,8 @@ impl Stack {
 
     /// A common frame header prediction did not take: TCP's full path, on the segment.
     #[inline(never)]
-    fn tcp_slow(&mut self, ing: TcpIngress, mut frame: PBuf) {
-        let _ = frame.narrow(COMMON_TCP_OFFSET, ing.len as usize);
+    fn tcp_slow<const OFFSET: usize>(&mut self, ing: TcpIngress, mut frame: PBuf) {
+        let _ = frame.narrow(OFFSET, ing.len as usize);
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         self.tcp.input_slow(self.now, ing, frame, io);
     }

@@ -1,6 +1,7 @@
-//! The runtime on a TAP, with Linux as the client: an echo server written as with
-//! `std::net` (a thread per connection, blocking `read` and `write`) serves Python clients in
-//! a network namespace the test creates and removes, in both TAP modes.
+//! The runtime on a TAP and on a TUN, with Linux as the client: an echo server written as
+//! with `std::net` (a thread per connection, blocking `read` and `write`) serves Python
+//! clients in a network namespace the test creates and removes, in both modes of each device
+//! (plain, and virtio-net offloads).
 //!
 //! Needs root, /dev/net/tun and python3: without them each test prints why and passes as
 //! skipped. Every wait is bounded.
@@ -10,7 +11,7 @@ mod common;
 
 use ackclock::buf::Pool;
 use ackclock::iface::InterfaceConfig;
-use ackclock::phy::{Device, Tap, TapConfig, TapMode};
+use ackclock::phy::{Device, Tap, TapConfig, TapMode, Tun, TunConfig};
 use ackclock::runtime::{Runtime, TcpListener, TcpStream};
 use ackclock::time::Instant;
 use ackclock::{Stack, StackConfig};
@@ -39,21 +40,28 @@ fn echo(mut conn: TcpStream) -> usize {
     echoed
 }
 
-fn echo_server(mode: TapMode) {
+fn echo_server(mode: TapMode, tun: bool) {
     if skip(&["python3"]) {
         return;
     }
     let mut ns = NetNs::new();
-    let config = TapConfig { mode, mtu: 1500 };
-    let pool = Pool::new(Tap::pool_config(&config, 1024)).unwrap();
-    let tap_name = ns.tap_name().to_string();
-    ns.adopt(&tap_name);
-    let tap = Tap::open(&tap_name, config, pool).expect("open TAP");
-    ns.take_link(&tap_name, HOST_CIDR);
+    let name = ns.tap_name().to_string();
+    ns.adopt(&name);
     let mut sc = StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24));
     sc.pool.buffers = 8 * 1024;
-    let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
-    let mut rt = Runtime::new(stack, tap).expect("runtime");
+    let mut rt = if tun {
+        let config = TunConfig { mode, mtu: 1500 };
+        let tun = Tun::open(&name, config, Pool::new(Tun::pool_config(&config, 1024)).unwrap()).expect("open TUN");
+        ns.take_link(&name, HOST_CIDR);
+        let stack = Stack::new(sc, tun.capabilities(), Instant::ZERO).unwrap();
+        Runtime::new(stack, tun).expect("runtime")
+    } else {
+        let config = TapConfig { mode, mtu: 1500 };
+        let tap = Tap::open(&name, config, Pool::new(Tap::pool_config(&config, 1024)).unwrap()).expect("open TAP");
+        ns.take_link(&name, HOST_CIDR);
+        let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
+        Runtime::new(stack, tap).expect("runtime")
+    };
     let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
     // The accept loop ends when the runtime shuts down (accept then fails).
     let server = std::thread::spawn(move || {
@@ -80,10 +88,21 @@ fn echo_server(mode: TapMode) {
 
 #[test]
 fn echo_server_plain() {
-    echo_server(TapMode::Plain)
+    echo_server(TapMode::Plain, false)
 }
 
 #[test]
 fn echo_server_offload() {
-    echo_server(TapMode::Offload)
+    echo_server(TapMode::Offload, false)
+}
+
+/// The same server over a TUN: IP packets without a link header, no ARP.
+#[test]
+fn echo_server_tun_plain() {
+    echo_server(TapMode::Plain, true)
+}
+
+#[test]
+fn echo_server_tun_offload() {
+    echo_server(TapMode::Offload, true)
 }

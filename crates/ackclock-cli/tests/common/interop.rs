@@ -57,10 +57,15 @@ pub fn cli() -> &'static Path {
 /// `ackclock serve` on a TAP moved into `ns`, with `extra` options (e.g. `--impair SPEC`);
 /// started once it says it is ready.
 pub fn serve(ns: &mut NetNs, mode: Mode, extra: &[&str]) -> Proc {
+    serve_on(ns, "--tap", mode, extra)
+}
+
+/// `ackclock serve` on the device `dev` asks for (`--tap` or `--tun`), moved into `ns`.
+pub fn serve_on(ns: &mut NetNs, dev: &str, mode: Mode, extra: &[&str]) -> Proc {
     let tap = ns.tap_name().to_string();
     ns.adopt(&tap);
     let mut cmd = Command::new(cli());
-    cmd.args(["serve", "--tap", &tap, "--addr", STACK_CIDR, "--host-addr", HOST_CIDR, "--netns", ns.name()]);
+    cmd.args(["serve", dev, &tap, "--addr", STACK_CIDR, "--host-addr", HOST_CIDR, "--netns", ns.name()]);
     cmd.args(extra);
     if mode == Mode::Plain {
         cmd.arg("--plain");

@@ -4,6 +4,11 @@
 //! the view handed to TCP is exactly the TCP segment (the IPv4 total length decides, so
 //! Ethernet padding never reaches TCP). Outgoing IP packets get their IPv4 and Ethernet
 //! headers written into the headroom of the same buffer.
+//!
+//! On a device without a link header ([`Capabilities::ethernet`] false: a TUN) a frame is an
+//! IPv4 packet from its first byte. There is no Ethernet header to check or write and no
+//! ARP: the link is point to point, so every destination is reached through it, the prefix
+//! and gateway route nothing, and a frame goes to the device as soon as it is built.
 
 pub mod arp;
 
@@ -96,13 +101,18 @@ pub enum Ingress {
 /// untagged Ethernet header and a 20-byte IPv4 header.
 pub(crate) const COMMON_TCP_OFFSET: usize = 14 + 20;
 
-/// Whether the 20-byte IPv4 header behind an untagged Ethernet header verifies: its five words, summed in native
-/// order (RFC 1071 §2(B): the ones'-complement sum does not depend on byte order), fold to
-/// all ones.
+/// Where the TCP segment of a packet that passed [`Interface::common_tcp_ip`] starts: after
+/// a 20-byte IPv4 header, on a link without a link header.
+pub(crate) const COMMON_TCP_OFFSET_IP: usize = 20;
+
+/// Whether the 20-byte IPv4 header that ends `frame` (behind an untagged Ethernet header, or
+/// alone) verifies: its five words, summed in native order (RFC 1071 §2(B): the
+/// ones'-complement sum does not depend on byte order), fold to all ones.
 #[inline(always)]
-fn ipv4_header_ok(frame: &[u8; 34]) -> bool {
+fn ipv4_header_ok<const N: usize>(frame: &[u8; N]) -> bool {
     let w = |i: usize| u32::from_ne_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]) as u64;
-    checksum::fold(w(14) + w(18) + w(22) + w(26) + w(30)) == 0xffff
+    let o = N - 20;
+    checksum::fold(w(o) + w(o + 4) + w(o + 8) + w(o + 12) + w(o + 16)) == 0xffff
 }
 
 impl TcpIngress {
@@ -203,6 +213,9 @@ impl Interface {
         tx: &mut Batch,
         counters: &mut Counters,
     ) -> Option<Ingress> {
+        if !self.caps.ethernet {
+            return self.ip_ingress(now, frame, pool, tx, counters);
+        }
         let (ethertype, eth_len) = {
             let Ok(eth) = EthernetFrame::new_checked(frame.data()) else {
                 counters.drop(DropReason::Malformed);
@@ -224,6 +237,29 @@ impl Interface {
             }
             _ => {
                 counters.drop(DropReason::UnknownProtocol);
+                None
+            }
+        }
+    }
+
+    /// A frame on a link without a link header: an IPv4 packet, or dropped (an IPv6 packet
+    /// a TUN hands over is counted as an unknown protocol).
+    fn ip_ingress(
+        &mut self,
+        now: Instant,
+        frame: &mut PBuf,
+        pool: &Pool,
+        tx: &mut Batch,
+        counters: &mut Counters,
+    ) -> Option<Ingress> {
+        match frame.data().first().map(|b| b >> 4) {
+            Some(4) => self.ipv4_ingress(now, frame, 0, pool, tx, counters),
+            Some(_) => {
+                counters.drop(DropReason::UnknownProtocol);
+                None
+            }
+            None => {
+                counters.drop(DropReason::Malformed);
                 None
             }
         }
@@ -285,6 +321,32 @@ impl Interface {
         Some(TcpIngress { addrs, len: total_len as u32 - 20, checksum_ok })
     }
 
+    /// [`common_tcp`](Self::common_tcp) on a link without a link header: the same checks on
+    /// the first 20 bytes, an IPv4 header at offset 0 (no MAC, no EtherType). The TCP segment
+    /// starts at byte [`COMMON_TCP_OFFSET_IP`].
+    #[inline(always)]
+    pub(crate) fn common_tcp_ip(&self, frame: &PBuf) -> Option<TcpIngress> {
+        let data = frame.data();
+        let h = data.first_chunk::<20>()?;
+        let ne16 = |i: usize| u16::from_ne_bytes([h[i], h[i + 1]]);
+        let ne32 = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let frag = ne16(6) & u16::from_ne_bytes([0x3f, 0xff]); // MF and offset (is_fragment)
+        let total_len = u16::from_be_bytes([h[2], h[3]]) as usize;
+        if h[0] != 0x45 || h[9] != IpProtocol::TCP.0 || frag != 0 || total_len < 40 || total_len > data.len() {
+            return None;
+        }
+        let dst = ne32(16);
+        if dst != self.addr_word && !self.takes_tcp_for(Ipv4Addr::from(dst.to_ne_bytes())) {
+            return None;
+        }
+        let (verified, checksum_ok) = self.checksum_state(frame);
+        if !verified && !ipv4_header_ok(h) {
+            return None;
+        }
+        let addrs = *h.last_chunk::<8>()?;
+        Some(TcpIngress { addrs, len: total_len as u32 - 20, checksum_ok })
+    }
+
     /// IPv4 (RFC 791, RFC 1122 §3.2.1): version, header length, total length (which also
     /// drops Ethernet padding), fragments, destination, header checksum. Only the fields the
     /// stack uses are read.
@@ -320,7 +382,7 @@ impl Interface {
             return None;
         }
         if protocol == IpProtocol::ICMP {
-            let src_mac = EthernetAddress::from_bytes(&frame.data()[6..12]);
+            let src_mac = (eth_len > 0).then(|| EthernetAddress::from_bytes(&frame.data()[6..12]));
             let _ = frame.narrow(eth_len + header_len, total_len - header_len);
             self.icmp_ingress(now, frame, src, src_mac, pool, tx, counters);
             return None;
@@ -341,7 +403,7 @@ impl Interface {
         now: Instant,
         frame: &PBuf,
         src_ip: Ipv4Addr,
-        src_mac: EthernetAddress,
+        src_mac: Option<EthernetAddress>,
         pool: &Pool,
         tx: &mut Batch,
         counters: &mut Counters,
@@ -376,7 +438,9 @@ impl Interface {
         };
         reply.emit(&mut Icmpv4Packet::new_unchecked(bytes));
         // Reply to the MAC the request came from: no ARP round trip for a ping.
-        self.arp.learn(now, src_ip, src_mac);
+        if let Some(mac) = src_mac {
+            self.arp.learn(now, src_ip, mac);
+        }
         match self.encapsulate(now, &mut out, self.config.addr, src_ip, IpProtocol::ICMP, &mut None) {
             Ok(next) => self.link_output(now, out, next, pool, tx, counters),
             Err(_) => counters.drop(DropReason::NoBuffer),
@@ -430,6 +494,9 @@ impl Interface {
 
     /// Announce our address (gratuitous ARP request, RFC 5227 §3).
     pub fn announce(&mut self, pool: &Pool, tx: &mut Batch, counters: &mut Counters) {
+        if !self.caps.ethernet {
+            return;
+        }
         let arp = ArpRepr {
             operation: ArpOperation::REQUEST,
             source_hardware_addr: self.config.mac,
@@ -444,7 +511,8 @@ impl Interface {
     /// `src` (the interface's address, or with `any_destination` the one a peer connected
     /// to). The checksum of the payload is the caller's (TCP fills its own). `hop` is the
     /// sender's remembered next hop ([`CachedHop`]; a connection keeps one), refreshed
-    /// when the ARP cache changed.
+    /// when the ARP cache changed. Without a link header only the IPv4 header is written,
+    /// and the packet is always [`NextHop::Resolved`]: the link is point to point.
     pub fn encapsulate(
         &mut self,
         now: Instant,
@@ -454,6 +522,10 @@ impl Interface {
         protocol: IpProtocol,
         hop: &mut Option<CachedHop>,
     ) -> Result<NextHop, BufError> {
+        if !self.caps.ethernet {
+            self.emit_ipv4(buf, src, dst, protocol)?;
+            return Ok(NextHop::Resolved);
+        }
         let next_hop = if self.on_link(dst) {
             dst
         } else {
@@ -462,6 +534,27 @@ impl Interface {
                 None => return Ok(NextHop::Unreachable),
             }
         };
+        self.emit_ipv4(buf, src, dst, protocol)?;
+        let mac = self.arp.lookup_cached(now, next_hop, hop);
+        let eth = EthernetRepr {
+            src_addr: self.config.mac,
+            dst_addr: mac.unwrap_or(EthernetAddress([0; 6])),
+            ethertype: EtherType::IPV4,
+            vlan_id: None,
+        };
+        eth.emit(&mut EthernetFrame::new_unchecked(buf.prepend(ethernet::HEADER_LEN)?));
+        Ok(if mac.is_some() { NextHop::Resolved } else { NextHop::Unresolved(next_hop) })
+    }
+
+    /// Prepend the IPv4 header of a packet whose payload is `buf`'s data.
+    #[inline(always)]
+    fn emit_ipv4(
+        &mut self,
+        buf: &mut PBuf,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+    ) -> Result<(), BufError> {
         let ip = Ipv4Repr {
             src_addr: src,
             dst_addr: dst,
@@ -475,15 +568,7 @@ impl Interface {
         };
         self.ip_ident = self.ip_ident.wrapping_add(1);
         ip.emit(&mut Ipv4Packet::new_unchecked(buf.prepend(ip.header_len())?), true);
-        let mac = self.arp.lookup_cached(now, next_hop, hop);
-        let eth = EthernetRepr {
-            src_addr: self.config.mac,
-            dst_addr: mac.unwrap_or(EthernetAddress([0; 6])),
-            ethertype: EtherType::IPV4,
-            vlan_id: None,
-        };
-        eth.emit(&mut EthernetFrame::new_unchecked(buf.prepend(ethernet::HEADER_LEN)?));
-        Ok(if mac.is_some() { NextHop::Resolved } else { NextHop::Unresolved(next_hop) })
+        Ok(())
     }
 
     /// Send a frame built by [`encapsulate`](Self::encapsulate): to the device if resolved,

@@ -39,6 +39,8 @@ pub struct GsoStats {
 pub struct Segmenter {
     pool: Pool,
     stats: GsoStats,
+    /// Frames start with an Ethernet header (else with the IPv4 header: a TUN's link).
+    ethernet: bool,
 }
 
 impl Segmenter {
@@ -47,7 +49,13 @@ impl Segmenter {
         let config = PoolConfig { buffers: buffers.max(1), buffer_size: max_frame.max(64), headroom: 0 };
         // Cannot fail for a nonzero count of buffers below 4 GiB each.
         let pool = Pool::new(config).unwrap_or_else(|e| panic!("gso pool: {e}"));
-        Segmenter { pool, stats: GsoStats::default() }
+        Segmenter { pool, stats: GsoStats::default(), ethernet: true }
+    }
+
+    /// Pieces for the frames of a device with `caps`: of its largest frame, with or without
+    /// an Ethernet header as it has one.
+    pub fn for_link(caps: &Capabilities, buffers: usize) -> Segmenter {
+        Segmenter { ethernet: caps.ethernet, ..Segmenter::new(caps.max_frame(), buffers) }
     }
 
     /// Counters of the frames cut so far.
@@ -57,9 +65,9 @@ impl Segmenter {
 
     /// How many frames `frame` becomes: its payload length divided by `gso_size`, rounded up
     /// (at least 1), or 1 if it is not a GSO_TCPV4 frame that can be cut.
-    pub fn pieces(frame: &PBuf) -> usize {
+    pub fn pieces(&self, frame: &PBuf) -> usize {
         let mss = frame.meta.gso_size as usize;
-        match Headers::parse(frame) {
+        match Headers::parse(frame, self.ethernet) {
             Some(h) if frame.meta.flags.contains(Flags::GSO_TCPV4) && mss > 0 => piece_count(frame.len() - h.end, mss),
             _ => 1,
         }
@@ -77,7 +85,7 @@ impl Segmenter {
 
     /// Cut a TCP/IPv4 frame at `gso_size`.
     fn segment(&mut self, frame: &PBuf, push: &mut impl FnMut(PBuf)) -> Option<()> {
-        let h = Headers::parse(frame)?;
+        let h = Headers::parse(frame, self.ethernet)?;
         let data = frame.data();
         let mss = frame.meta.gso_size as usize;
         if mss == 0 {
@@ -126,7 +134,7 @@ pub struct SoftGso<D> {
 impl<D: Device> SoftGso<D> {
     /// Wrap `inner`; the pieces come from a pool of `buffers` MTU-sized buffers of its own.
     pub fn new(inner: D, buffers: usize) -> SoftGso<D> {
-        let cutter = Segmenter::new(inner.capabilities().max_frame(), buffers);
+        let cutter = Segmenter::for_link(&inner.capabilities(), buffers);
         SoftGso { inner, cutter, out: Batch::with_capacity(buffers.max(1)), dropped: 0 }
     }
 
@@ -161,13 +169,19 @@ struct Headers {
 }
 
 impl Headers {
-    /// An Ethernet frame with IPv4 and TCP; if it is marked CSUM_PARTIAL, the TCP header at
-    /// `csum_start` and its checksum field at `csum_offset` 16, as the stack marks them.
-    fn parse(frame: &PBuf) -> Option<Headers> {
-        let eth = EthernetFrame::new_checked(frame.data()).ok()?;
-        let ip = Ipv4Packet::new_checked(eth.payload()).ok().filter(|_| eth.ethertype() == EtherType::IPV4)?;
+    /// An Ethernet frame (or, without `ethernet`, a bare packet) with IPv4 and TCP; if it is
+    /// marked CSUM_PARTIAL, the TCP header at `csum_start` and its checksum field at
+    /// `csum_offset` 16, as the stack marks them.
+    fn parse(frame: &PBuf, ethernet: bool) -> Option<Headers> {
+        let link = if ethernet {
+            let eth = EthernetFrame::new_checked(frame.data()).ok()?;
+            (eth.ethertype() == EtherType::IPV4).then_some(eth.header_len())?
+        } else {
+            0
+        };
+        let ip = Ipv4Packet::new_checked(&frame.data()[link..]).ok()?;
         let tcp = TcpPacket::new_checked(ip.payload()).ok().filter(|_| ip.protocol() == IpProtocol::TCP)?;
-        let at = eth.header_len() + ip.header_len();
+        let at = link + ip.header_len();
         // Only a frame whose checksum is left to the device says where the TCP header is: a
         // received one marked CSUM_VERIFIED (a TAP's DATA_VALID) has csum_start 0.
         let m = &frame.meta;
@@ -175,7 +189,7 @@ impl Headers {
             return None;
         }
         let (src, dst) = (ip.src_addr(), ip.dst_addr());
-        Some(Headers { ip: eth.header_len(), tcp: at, end: at + tcp.header_len(), src, dst })
+        Some(Headers { ip: link, tcp: at, end: at + tcp.header_len(), src, dst })
     }
 
     /// Fix up the headers copied into `b`, which ends where the piece's payload does, for
@@ -217,7 +231,7 @@ impl<D: Device> Device for SoftGso<D> {
         let mut sent = self.inner.transmit(now, &mut self.out);
         // Cut a frame only when all its pieces fit; the rest waits in `tx`.
         while let Some(frame) = tx.pop() {
-            let need = Segmenter::pieces(&frame);
+            let need = self.cutter.pieces(&frame);
             if need > self.out.capacity() {
                 // More pieces than the wrapper holds at once (a tiny gso_size): refused.
                 self.dropped += 1;
@@ -314,6 +328,33 @@ mod tests {
         assert_eq!(dev.gso_stats(), GsoStats { gso_frames: 1, segments: 3, dropped: 0 });
     }
 
+    /// Without an Ethernet header (a TUN's link) the IPv4 header is at byte 0 and the TCP
+    /// header at `csum_start` 20; the pieces are cut the same way, with no link header.
+    #[test]
+    fn cuts_frames_without_link_header() {
+        let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 8192, headroom: 64 }).unwrap();
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        let mut f = gso_frame(&pool, &payload, 1448, 0x10);
+        f.trim_front(14).unwrap();
+        f.meta.csum_start = 20;
+        let mut cutter = Segmenter::for_link(&Capabilities::ip(1500), 8);
+        assert_eq!(cutter.pieces(&f), 3);
+        let mut pieces = Vec::new();
+        cutter.cut(f, |p| pieces.push(p));
+        let mut got = Vec::new();
+        for (k, p) in pieces.iter().enumerate() {
+            let ip = Ipv4Packet::new_checked(p.data()).unwrap();
+            assert!(ip.verify_checksum());
+            assert_eq!(ip.total_len() as usize, p.len(), "piece {k} is one IPv4 packet");
+            let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(tcp.verify_checksum(ip.src_addr(), ip.dst_addr()));
+            assert_eq!(tcp.seq_number(), 0xffff_f000u32.wrapping_add(1448 * k as u32));
+            got.extend_from_slice(tcp.payload());
+        }
+        assert_eq!(got, payload);
+        assert_eq!(cutter.stats(), GsoStats { gso_frames: 1, segments: 3, dropped: 0 });
+    }
+
     /// Piece `k` of `gso_frame`'s frame: valid IPv4 and TCP checksums, the IP ident and the
     /// sequence number of the k-th piece, `len` payload bytes. Returns its TCP segment and
     /// the IPv4 total length.
@@ -393,7 +434,7 @@ mod tests {
         // No payload, one byte, one MSS, two exact MSS, a remainder, four MSS and a byte.
         for (len, want) in [(0, 1), (1, 1), (1448, 1), (2896, 2), (3000, 3), (5793, 5)] {
             let frame = gso_frame(&pool, &vec![3; len], 1448, 0x10);
-            let count = Segmenter::pieces(&frame);
+            let count = cutter.pieces(&frame);
             let mut pieces = Vec::new();
             cutter.cut(frame, |p| pieces.push(p));
             assert_eq!(pieces.len(), want, "payload {len}");

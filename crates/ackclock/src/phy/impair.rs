@@ -247,7 +247,7 @@ impl<D: Device> Impaired<D> {
     /// of losing 45 segments at once. The pieces come from a pool of `buffers` frames of
     /// the device's MTU; impaired frames wait in it, so size it for the delay queue.
     pub fn cut_offload(mut self, buffers: usize) -> Impaired<D> {
-        self.cutter = Some(Segmenter::new(self.inner.capabilities().max_frame(), buffers));
+        self.cutter = Some(Segmenter::for_link(&self.inner.capabilities(), buffers));
         self
     }
 

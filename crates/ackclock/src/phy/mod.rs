@@ -18,6 +18,12 @@ pub mod pcap;
 pub mod pipe;
 #[cfg(target_os = "linux")]
 pub mod tap;
+#[cfg(target_os = "linux")]
+pub mod tun;
+#[cfg(target_os = "linux")]
+mod tuntap;
+#[cfg(target_os = "linux")]
+pub mod vnet;
 
 pub use gso::{GsoStats, Segmenter, SoftGso};
 pub use impair::{ImpairStats, Impaired, Impairment};
@@ -25,6 +31,8 @@ pub use pcap::{Capture, PcapWriter, Resolution};
 pub use pipe::{pipe, PipeConfig, PipeEnd};
 #[cfg(target_os = "linux")]
 pub use tap::{Tap, TapConfig, TapCounters, TapMode};
+#[cfg(target_os = "linux")]
+pub use tun::{Tun, TunConfig};
 
 use crate::buf::PBuf;
 use crate::time::Instant;
@@ -35,7 +43,8 @@ use std::collections::VecDeque;
 pub struct Capabilities {
     /// Largest IP packet the link carries in one frame (the IP MTU), e.g. 1500.
     pub mtu: usize,
-    /// Frames carry an Ethernet header (true for every device so far).
+    /// Frames carry an Ethernet header (a TAP, the pipe, the simulator's links); without one
+    /// (a TUN) a frame is an IP packet, and the interface does no ARP.
     pub ethernet: bool,
     /// Received frames have had their IPv4/TCP/UDP checksums verified (or were never at risk
     /// of corruption); the stack may skip verification.
@@ -56,9 +65,30 @@ impl Capabilities {
         Capabilities { mtu, ethernet: true, rx_checksum: false, tx_checksum: false, tso_max: 0, rx_coalesce: false }
     }
 
-    /// Largest frame on the wire, without the FCS: Ethernet header (+ one VLAN tag) + MTU.
+    /// A device whose frames are IP packets, without a link header (a TUN): MTU `mtu`, no
+    /// offloads.
+    pub const fn ip(mtu: usize) -> Capabilities {
+        Capabilities { ethernet: false, ..Capabilities::ethernet(mtu) }
+    }
+
+    /// Length of the link header the interface writes before an IP packet: 14 (Ethernet, untagged)
+    /// or 0.
+    pub const fn link_header(&self) -> usize {
+        if self.ethernet {
+            14
+        } else {
+            0
+        }
+    }
+
+    /// Largest frame on the wire, without the FCS: Ethernet header (+ one VLAN tag) + MTU,
+    /// or the MTU alone without a link header.
     pub const fn max_frame(&self) -> usize {
-        self.mtu + 18
+        if self.ethernet {
+            self.mtu + 18
+        } else {
+            self.mtu
+        }
     }
 }
 
@@ -105,7 +135,7 @@ pub trait Device {
 }
 
 /// Something to call when a device has frames for a thread that sleeps until it does: the
-/// threaded runtime's eventfd. A device with a file descriptor of its own (TAP) does not need
+/// threaded runtime's eventfd. A device with a file descriptor of its own (TAP, TUN) does not need
 /// one; the in-memory pipe calls it ([`PipeEnd::set_wakeup`]) when a frame arrives at an
 /// empty end.
 pub trait Wakeup: Send + Sync + core::fmt::Debug {

@@ -15,6 +15,8 @@ use std::io::{self, Write};
 
 /// Link type of the records: Ethernet (LINKTYPE_ETHERNET).
 pub const LINKTYPE_ETHERNET: u32 = 1;
+/// Link type of records that are bare IP packets, as a TUN carries them (LINKTYPE_RAW).
+pub const LINKTYPE_RAW: u32 = 101;
 /// Magic number of a capture with microsecond timestamps.
 pub const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
 /// Magic number of a capture with nanosecond timestamps.
@@ -47,7 +49,19 @@ impl<W: Write> PcapWriter<W> {
     }
 
     /// A capture whose records keep at most `snaplen` bytes of each frame.
-    pub fn with_snaplen(mut out: W, resolution: Resolution, snaplen: u32) -> io::Result<PcapWriter<W>> {
+    pub fn with_snaplen(out: W, resolution: Resolution, snaplen: u32) -> io::Result<PcapWriter<W>> {
+        PcapWriter::with_linktype(out, resolution, snaplen, LINKTYPE_ETHERNET)
+    }
+
+    /// A capture of a device's frames: Ethernet frames, or, on a device without a link
+    /// header ([`Capabilities::ethernet`](super::Capabilities::ethernet) false), IP packets.
+    pub fn for_link(out: W, resolution: Resolution, ethernet: bool) -> io::Result<PcapWriter<W>> {
+        let linktype = if ethernet { LINKTYPE_ETHERNET } else { LINKTYPE_RAW };
+        PcapWriter::with_linktype(out, resolution, DEFAULT_SNAPLEN, linktype)
+    }
+
+    /// A capture with this snap length and link type.
+    pub fn with_linktype(mut out: W, resolution: Resolution, snaplen: u32, linktype: u32) -> io::Result<PcapWriter<W>> {
         let magic = match resolution {
             Resolution::Micros => MAGIC_MICROS,
             Resolution::Nanos => MAGIC_NANOS,
@@ -58,12 +72,12 @@ impl<W: Write> PcapWriter<W> {
         header[6..8].copy_from_slice(&4u16.to_le_bytes());
         // thiszone (8..12) and sigfigs (12..16) stay zero: timestamps are UTC-like offsets.
         header[16..20].copy_from_slice(&snaplen.to_le_bytes());
-        header[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
+        header[20..24].copy_from_slice(&linktype.to_le_bytes());
         out.write_all(&header)?;
         Ok(PcapWriter { out, resolution, snaplen, records: 0 })
     }
 
-    /// Record `frame` (an Ethernet frame without FCS) at time `ts` since the clock's epoch.
+    /// Record `frame` (an Ethernet frame without FCS, or an IP packet) at time `ts` since the clock's epoch.
     pub fn write_frame(&mut self, ts: Instant, frame: &[u8]) -> io::Result<()> {
         let nanos = ts.total_nanos();
         let secs = (nanos / 1_000_000_000) as u32;

@@ -131,6 +131,12 @@ impl RuntimeDevice for crate::phy::Tap {
     }
 }
 
+impl RuntimeDevice for crate::phy::Tun {
+    fn attach(&mut self, _wakeup: Arc<dyn Wakeup>) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
+}
+
 /// How a runtime runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RuntimeConfig {

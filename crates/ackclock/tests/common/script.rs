@@ -208,6 +208,8 @@ pub struct Script {
     /// Everything the stack sent, in order (also the ones already expected).
     pub log: Vec<Sent>,
     pending: std::collections::VecDeque<Sent>,
+    /// Bytes of link header before each IPv4 packet: 14 (Ethernet) or 0 (a TUN's link).
+    link: usize,
 }
 
 pub fn tcp_config() -> TcpConfig {
@@ -241,7 +243,8 @@ impl Script {
         let start = Instant::from_secs(100);
         let mut stack = Stack::new(c, caps, start).unwrap();
         stack.iface_mut().insert_static_neighbor(PEER, PEER_MAC);
-        let mut s = Script { stack, start, now: start, iss: None, log: vec![], pending: Default::default() };
+        let link = if caps.ethernet { 14 } else { 0 };
+        let mut s = Script { stack, start, now: start, iss: None, log: vec![], pending: Default::default(), link };
         // The gratuitous ARP at start-up is not TCP: let it out now.
         s.stack.dispatch(start);
         s.stack.tx_ring().clear();
@@ -290,12 +293,15 @@ impl Script {
             ethertype: EtherType::IPV4,
             vlan_id: None,
         };
-        let mut buf = vec![0u8; 14 + 20 + tl];
-        eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
-        ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]), true);
+        let l = self.link;
+        let mut buf = vec![0u8; l + 20 + tl];
+        if l > 0 {
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
+        }
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[l..l + 20]), true);
         let hl = tcp.header_len();
-        buf[34 + hl..].copy_from_slice(payload);
-        tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[34..]), PEER, LOCAL, true);
+        buf[l + 20 + hl..].copy_from_slice(payload);
+        tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[l + 20..]), PEER, LOCAL, true);
         buf
     }
 
@@ -339,12 +345,20 @@ impl Script {
         self.stack.dispatch(self.now);
         while let Some(frame) = self.stack.tx_ring().pop() {
             let data = frame.data();
-            let eth = EthernetFrame::new_checked(data).expect("ethernet");
-            if eth.ethertype() != EtherType::IPV4 {
+            let packet = if self.link == 0 {
+                data
+            } else {
+                let eth = EthernetFrame::new_checked(data).expect("ethernet");
+                if eth.ethertype() != EtherType::IPV4 {
+                    continue;
+                }
+                assert_eq!(eth.dst_addr(), PEER_MAC);
+                &data[14..]
+            };
+            let ip = Ipv4Packet::new_checked(packet).expect("ipv4");
+            if ip.protocol() != IpProtocol::TCP {
                 continue;
             }
-            assert_eq!(eth.dst_addr(), PEER_MAC);
-            let ip = Ipv4Packet::new_checked(eth.payload()).expect("ipv4");
             assert!(ip.verify_checksum(), "IPv4 header checksum");
             assert_eq!(ip.dst_addr(), PEER);
             let tcp = TcpPacket::new_checked(ip.payload()).expect("tcp");

@@ -1,0 +1,617 @@
+//! What `relay`, `fetch` and `serve` share: the device under the stack (a TAP or a TUN,
+//! `--tap NAME` or `--tun NAME`), its impairment and capture wrappers ([`LinkArgs`],
+//! [`Link`]), the `--impair` syntax ([`ImpairSpec`]), addresses and signals.
+//!
+//! A TAP carries Ethernet frames and the stack answers ARP on it; a TUN carries IP packets,
+//! with no link header and no ARP (what VPN and proxy data planes are handed). Either is
+//! opened in offload mode (virtio-net headers: checksum offload, TSO, coalesced receives)
+//! unless `--plain`, created if it does not exist, and optionally moved into a network
+//! namespace and given a host address.
+
+use ackclock::buf::{Pool, PoolConfig, DEFAULT_HEADROOM};
+use ackclock::iface::InterfaceConfig;
+use ackclock::phy::{
+    Batch, Capabilities, Capture, Device, DeviceStats, ImpairStats, Impaired, Impairment, PcapWriter, Resolution, Tap,
+    TapConfig, TapCounters, TapMode, Tun, TunConfig,
+};
+use ackclock::sim::{Loss, Reorder};
+use ackclock::time::{Duration, Instant};
+use ackclock::{Stack, StackConfig};
+use clap::Args;
+use core::net::Ipv4Addr;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::process::Command;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// An IPv4 address with a prefix length.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cidr {
+    pub addr: Ipv4Addr,
+    pub prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let (a, p) = s.split_once('/').ok_or_else(|| format!("{s}: expected ADDRESS/PREFIX"))?;
+        let addr = a.parse().map_err(|e| format!("{a}: {e}"))?;
+        let prefix = p.parse().ok().filter(|&p: &u8| p <= 32).ok_or_else(|| format!("{p}: bad prefix length"))?;
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// SIGINT and SIGTERM set [`stopping`].
+pub(crate) fn install_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
+}
+
+pub(crate) fn stopping() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// Longest sleep, so a signal that lands just before `ppoll` is seen soon anyway.
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(200);
+
+fn ip(netns: Option<&str>, args: &[&str]) -> Result<(), String> {
+    let mut cmd = Command::new("ip");
+    if let Some(ns) = netns {
+        cmd.args(["-n", ns]);
+    }
+    let out = cmd.args(args).output().map_err(|e| format!("ip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(())
+}
+
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: writes at most 8 bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    }
+}
+
+/// `--impair SPEC`: comma-separated `key=value`, applied to both directions of the device.
+/// `loss=P` (Bernoulli), `delay=D`, `reorder=P:D` (that share of frames delayed `D` more),
+/// `dup=P`, `seed=N`, `queue=N` (frames held per direction). `P` is a fraction or a
+/// percentage (`0.02`, `2%`); `D` ends in `s`, `ms` or `us`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ImpairSpec {
+    pub impairment: Impairment,
+    pub seed: Option<u64>,
+    pub queue: Option<usize>,
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    let p = match s.strip_suffix('%') {
+        Some(pct) => pct.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.parse::<f64>(),
+    }
+    .map_err(|_| format!("{s}: expected a probability (0.02 or 2%)"))?;
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{s}: probability out of range"))
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s}: expected a duration (20ms, 500us, 1s)");
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, ""), |i| s.split_at(i));
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        _ => return Err(bad()),
+    };
+    if !(0.0..=3600.0).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(Duration::from_nanos((secs * 1e9).round() as u64))
+}
+
+impl FromStr for ImpairSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ImpairSpec, String> {
+        let mut spec = ImpairSpec { impairment: Impairment::default(), seed: None, queue: None };
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, v) = item.split_once('=').ok_or_else(|| format!("{item}: expected KEY=VALUE"))?;
+            let imp = &mut spec.impairment;
+            match k.trim() {
+                "loss" => imp.loss = Loss::Bernoulli(parse_probability(v)?),
+                "delay" => imp.delay = parse_duration(v)?,
+                "dup" | "duplicate" => imp.duplicate = parse_probability(v)?,
+                "reorder" => {
+                    let (p, d) = v.split_once(':').ok_or_else(|| format!("{v}: expected reorder=P:DELAY"))?;
+                    imp.reorder = Some(Reorder { probability: parse_probability(p)?, extra_delay: parse_duration(d)? });
+                }
+                "seed" => spec.seed = Some(v.parse().map_err(|_| format!("{v}: bad seed"))?),
+                "queue" => spec.queue = Some(v.parse().map_err(|_| format!("{v}: bad queue length"))?),
+                other => return Err(format!("{other}: unknown impairment (loss, delay, reorder, dup, seed, queue)")),
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// Wrap `dev` in the impairment of `spec` (a clean pass-through without one). `rx_buffers`
+/// is the size of the device's receive pool: held received frames keep its buffers, so at
+/// most half of them wait unless `queue=` says otherwise.
+pub(crate) fn impaired(dev: HostDev, spec: Option<&ImpairSpec>, rx_buffers: usize) -> Impaired<HostDev> {
+    let imp = spec.map_or(Impairment::default(), |s| s.impairment);
+    let seed = spec.and_then(|s| s.seed).unwrap_or_else(random_seed);
+    let queue = spec.and_then(|s| s.queue).unwrap_or(rx_buffers / 2);
+    let dev = Impaired::new(dev, imp, imp, seed, queue);
+    // Impair wire segments, not 64 KB offload frames (both ways, queue-deep each).
+    if spec.is_some() {
+        dev.cut_offload(2 * queue + 1024)
+    } else {
+        dev
+    }
+}
+
+/// The kernel device under the stack: a TAP (Ethernet frames) or a TUN (IP packets). The
+/// two share everything but the link header, so the commands treat them alike.
+pub(crate) enum HostDev {
+    Tap(Tap),
+    Tun(Tun),
+}
+
+impl HostDev {
+    /// Open the TAP or TUN `name` in `mode`, receiving into a pool of `rx_buffers` buffers.
+    fn open(kind: Kind, name: &str, mode: TapMode, rx_buffers: usize) -> Result<HostDev, String> {
+        let pool = |c| Pool::new(c).map_err(|e| format!("receive pool: {e}"));
+        let fail = |e: io::Error| format!("{} {name}: {e}", kind.noun());
+        Ok(match kind {
+            Kind::Tap => {
+                let config = TapConfig { mode, mtu: 1500 };
+                HostDev::Tap(Tap::open(name, config, pool(Tap::pool_config(&config, rx_buffers))?).map_err(fail)?)
+            }
+            Kind::Tun => {
+                let config = TunConfig { mode, mtu: 1500 };
+                HostDev::Tun(Tun::open(name, config, pool(Tun::pool_config(&config, rx_buffers))?).map_err(fail)?)
+            }
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            HostDev::Tap(d) => d.name(),
+            HostDev::Tun(d) => d.name(),
+        }
+    }
+
+    pub fn mode(&self) -> TapMode {
+        match self {
+            HostDev::Tap(d) => d.config().mode,
+            HostDev::Tun(d) => d.config().mode,
+        }
+    }
+
+    pub fn counters(&self) -> &TapCounters {
+        match self {
+            HostDev::Tap(d) => d.counters(),
+            HostDev::Tun(d) => d.counters(),
+        }
+    }
+
+    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        match self {
+            HostDev::Tap(d) => d.wait(timeout),
+            HostDev::Tun(d) => d.wait(timeout),
+        }
+    }
+
+    fn take_error(&mut self) -> Option<io::Error> {
+        match self {
+            HostDev::Tap(d) => d.take_error(),
+            HostDev::Tun(d) => d.take_error(),
+        }
+    }
+
+    /// "tap" or "tun", as the commands print it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HostDev::Tap(_) => "tap",
+            HostDev::Tun(_) => "tun",
+        }
+    }
+}
+
+impl AsRawFd for HostDev {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            HostDev::Tap(d) => d.as_raw_fd(),
+            HostDev::Tun(d) => d.as_raw_fd(),
+        }
+    }
+}
+
+impl Device for HostDev {
+    fn capabilities(&self) -> Capabilities {
+        match self {
+            HostDev::Tap(d) => d.capabilities(),
+            HostDev::Tun(d) => d.capabilities(),
+        }
+    }
+    fn receive(&mut self, now: Instant, rx: &mut Batch) -> usize {
+        match self {
+            HostDev::Tap(d) => d.receive(now, rx),
+            HostDev::Tun(d) => d.receive(now, rx),
+        }
+    }
+    fn transmit(&mut self, now: Instant, tx: &mut Batch) -> usize {
+        match self {
+            HostDev::Tap(d) => d.transmit(now, tx),
+            HostDev::Tun(d) => d.transmit(now, tx),
+        }
+    }
+    fn stats(&self) -> DeviceStats {
+        match self {
+            HostDev::Tap(d) => d.stats(),
+            HostDev::Tun(d) => d.stats(),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Tap,
+    Tun,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Tap => "TAP",
+            Kind::Tun => "TUN",
+        }
+    }
+}
+
+/// Let the last frames out at exit (the resets of open connections), including those an
+/// impairment still holds back for its delay; at most a second.
+fn flush_at_exit(stack: &mut Stack, dev: &mut impl Device, now: impl Fn() -> Instant) {
+    let end = now() + Duration::from_secs(1);
+    loop {
+        stack.transmit(now(), dev);
+        match dev.poll_at() {
+            Some(t) if now() < end => std::thread::sleep(t.saturating_duration_since(now()).min(MAX_WAIT)),
+            _ => break,
+        }
+    }
+}
+
+/// `tx ... rx ...` counters of an impairment, for the exit report.
+pub(crate) fn impair_report(tx: ImpairStats, rx: ImpairStats) -> String {
+    let one = |s: ImpairStats| {
+        format!(
+            "{} passed, {} lost, {} reordered, {} duplicated, {} overflow",
+            s.passed, s.lost, s.reordered, s.duplicated, s.overflow
+        )
+    };
+    format!("impairment: tx {}; rx {}", one(tx), one(rx))
+}
+
+/// The device options relay, fetch and serve share: a TAP or a TUN, its addresses and
+/// wrappers.
+#[derive(Args)]
+pub(crate) struct LinkArgs {
+    /// TAP interface to open (Ethernet frames, ARP), created if it does not exist.
+    #[arg(long, value_name = "NAME", required_unless_present = "tun", conflicts_with = "tun")]
+    pub tap: Option<String>,
+    /// TUN interface to open instead (IP packets, no link header, no ARP), created if it does
+    /// not exist.
+    #[arg(long, value_name = "NAME")]
+    pub tun: Option<String>,
+    /// The stack's address and prefix length, e.g. 10.0.0.2/24.
+    #[arg(long)]
+    pub addr: Cidr,
+    /// Give the kernel side of the device this address (e.g. 10.0.0.1/24) and bring it up.
+    #[arg(long)]
+    pub host_addr: Option<Cidr>,
+    /// Move the device into this network namespace first (its kernel side then lives there).
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Plain device: no virtio-net header, no checksum or segmentation offload.
+    #[arg(long)]
+    pub plain: bool,
+    /// Impair the device both ways: e.g. loss=2%,delay=20ms,reorder=5%:10ms,dup=1%,seed=7.
+    #[arg(long, value_name = "SPEC")]
+    pub impair: Option<ImpairSpec>,
+    /// Record the frames the stack sends and receives in this pcap file.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// The stack's default gateway: the next hop for addresses outside --addr's prefix (a TAP
+    /// only: on a TUN every address is through the link).
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<Ipv4Addr>,
+}
+
+/// The device under the stack: the TAP or TUN, impaired, and perhaps recorded.
+pub(crate) enum LinkDev {
+    Bare(Impaired<HostDev>),
+    Recorded(Capture<Impaired<HostDev>, BufWriter<File>>),
+}
+
+/// The stack's pool for a TAP or TUN link. The send buffers of many connections live in it (256 KiB
+/// each by default). With segmentation offload its buffers hold a 64 KiB unit each, so the
+/// kernel gets one frame for up to 45 segments; untouched buffers cost address space only
+/// (the pool is one zeroed mapping, and its free list hands out the most recently freed).
+pub fn stack_pool(caps: &Capabilities) -> PoolConfig {
+    if caps.tso_max > 0 {
+        PoolConfig { buffers: 8 * 1024, buffer_size: 64 * 1024 + DEFAULT_HEADROOM, ..PoolConfig::default() }
+    } else {
+        PoolConfig { buffers: 32 * 1024, ..PoolConfig::default() }
+    }
+}
+
+impl LinkDev {
+    fn impaired(&self) -> &Impaired<HostDev> {
+        match self {
+            LinkDev::Bare(d) => d,
+            LinkDev::Recorded(c) => c.get_ref(),
+        }
+    }
+
+    fn impaired_mut(&mut self) -> &mut Impaired<HostDev> {
+        match self {
+            LinkDev::Bare(d) => d,
+            LinkDev::Recorded(c) => c.get_mut(),
+        }
+    }
+}
+
+impl Device for LinkDev {
+    fn capabilities(&self) -> Capabilities {
+        self.impaired().capabilities()
+    }
+    fn receive(&mut self, now: Instant, rx: &mut Batch) -> usize {
+        match self {
+            LinkDev::Bare(d) => d.receive(now, rx),
+            LinkDev::Recorded(c) => c.receive(now, rx),
+        }
+    }
+    fn transmit(&mut self, now: Instant, tx: &mut Batch) -> usize {
+        match self {
+            LinkDev::Bare(d) => d.transmit(now, tx),
+            LinkDev::Recorded(c) => c.transmit(now, tx),
+        }
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        self.impaired().poll_at()
+    }
+    fn stats(&self) -> DeviceStats {
+        self.impaired().stats()
+    }
+}
+
+/// The clock a stack runs on: its epoch is one second before `start`, so no timestamp is
+/// zero. `Copy`, so it can be read while the link's device is borrowed.
+#[derive(Clone, Copy)]
+struct Clock {
+    start: std::time::Instant,
+}
+
+impl Clock {
+    fn now(self) -> Instant {
+        Instant::from_secs(1) + self.start.elapsed()
+    }
+}
+
+/// An open TAP or TUN, set up as [`LinkArgs`] asks, with the clock the stack runs on.
+pub(crate) struct Link {
+    pub dev: LinkDev,
+    pub name: String,
+    clock: Clock,
+    impair: bool,
+    gateway: Option<Ipv4Addr>,
+}
+
+impl Link {
+    pub fn open(args: &LinkArgs) -> Result<Link, String> {
+        let mode = if args.plain { TapMode::Plain } else { TapMode::Offload };
+        // Offload mode: 64 KiB buffers, touched only when used.
+        let rx_buffers = if args.plain { 4096 } else { 1024 };
+        let (kind, name) = match (&args.tap, &args.tun) {
+            (Some(tap), None) => (Kind::Tap, tap),
+            (None, Some(tun)) => (Kind::Tun, tun),
+            _ => return Err("give one of --tap NAME and --tun NAME".into()),
+        };
+        let dev = HostDev::open(kind, name, mode, rx_buffers)?;
+        let ethernet = dev.capabilities().ethernet;
+        let name = dev.name().to_string();
+        let netns = args.netns.as_deref();
+        if let Some(ns) = netns {
+            ip(None, &["link", "set", &name, "netns", ns])?;
+        }
+        if let Some(host) = args.host_addr {
+            ip(netns, &["addr", "replace", &host.to_string(), "dev", &name])?;
+            ip(netns, &["link", "set", &name, "up"])?;
+        }
+        let dev = impaired(dev, args.impair.as_ref(), rx_buffers);
+        let dev = match &args.pcap {
+            None => LinkDev::Bare(dev),
+            Some(path) => {
+                let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let pcap = PcapWriter::for_link(BufWriter::new(file), Resolution::Micros, ethernet)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                LinkDev::Recorded(Capture::new(dev, pcap))
+            }
+        };
+        Ok(Link {
+            dev,
+            name,
+            clock: Clock { start: std::time::Instant::now() },
+            impair: args.impair.is_some(),
+            gateway: args.gateway,
+        })
+    }
+
+    /// The stack's clock: its epoch is one second before the link opened, so no timestamp
+    /// is zero.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Let the last frames out at exit (the resets of open connections), including those an
+    /// impairment still holds back for its delay; at most a second.
+    pub fn flush_at_exit(&mut self, stack: &mut Stack) {
+        let clock = self.clock;
+        flush_at_exit(stack, &mut self.dev, move || clock.now());
+    }
+
+    /// A stack on this link; with `any_destination`, one that takes connections to any
+    /// address (see [`InterfaceConfig::any_destination`]).
+    pub fn stack(&self, addr: Cidr, any_destination: bool) -> Result<Stack, String> {
+        let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
+        config.iface.any_destination = any_destination;
+        config.iface.gateway = self.gateway;
+        let caps = self.dev.capabilities();
+        config.pool = stack_pool(&caps);
+        Stack::new(config, caps, self.now()).map_err(|e| format!("stack: {e}"))
+    }
+
+    /// The TAP or TUN under the wrappers.
+    pub fn device(&self) -> &HostDev {
+        self.dev.impaired().inner()
+    }
+
+    /// Counters of the impairment (tx, rx); all pass-through without --impair.
+    pub fn impair_stats(&self) -> (ImpairStats, ImpairStats) {
+        self.dev.impaired().impair_stats()
+    }
+
+    /// "tap" or "tun".
+    pub fn kind(&self) -> &'static str {
+        self.device().kind()
+    }
+
+    pub fn mode(&self) -> &'static str {
+        match self.device().mode() {
+            TapMode::Plain => "plain",
+            TapMode::Offload => "offload",
+        }
+    }
+
+    /// How long to sleep at most: until the stack's or the impairment's next deadline.
+    pub fn timeout(&self, stack: &Stack) -> Duration {
+        let next = [stack.poll_at(), self.dev.poll_at()].into_iter().flatten().min();
+        next.map_or(MAX_WAIT, |t| t.saturating_duration_since(self.now()).min(MAX_WAIT))
+    }
+
+    /// Report (once) the last I/O error of the device or of the capture.
+    pub fn report_errors(&mut self, who: &str) {
+        if let Some(e) = self.dev.impaired_mut().inner_mut().take_error() {
+            eprintln!("{who}: {}: {e}", self.name);
+        }
+        if let LinkDev::Recorded(c) = &mut self.dev {
+            if let Some(e) = c.take_error() {
+                eprintln!("{who}: pcap: {e}");
+            }
+        }
+    }
+
+    /// Counters of the device (and of the impairment, if any).
+    pub fn summary(&self) -> String {
+        let d = self.dev.stats();
+        let c = self.device().counters();
+        let mut s = format!(
+            "rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes, {} dropped",
+            d.rx_frames,
+            d.rx_bytes,
+            c.rx_gso,
+            c.rx_csum_partial,
+            d.tx_frames,
+            d.tx_bytes,
+            d.tx_dropped + d.rx_dropped
+        );
+        if self.impair {
+            let (tx, rx) = self.impair_stats();
+            s += "; ";
+            s += &impair_report(tx, rx);
+        }
+        s
+    }
+
+    /// Flush the capture, if any.
+    pub fn finish(self) -> Result<(), String> {
+        if let LinkDev::Recorded(c) = self.dev {
+            let (_, pcap) = c.into_parts();
+            pcap.into_inner().flush().map_err(|e| format!("pcap: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// `ppoll` on `fds` for at most `timeout`; a signal ends it early.
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` is a valid slice of pollfds, `ts` a valid timespec, no signal mask.
+    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, core::ptr::null()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parses() {
+        let c: Cidr = "10.1.2.3/24".parse().unwrap();
+        assert_eq!((c.addr, c.prefix), (Ipv4Addr::new(10, 1, 2, 3), 24));
+        assert!("10.1.2.3".parse::<Cidr>().is_err());
+        assert!("10.1.2.3/33".parse::<Cidr>().is_err());
+    }
+
+    #[test]
+    fn impair_specs_parse() {
+        let s: ImpairSpec = "loss=2%,delay=20ms,reorder=5%:10ms,dup=0.01,seed=7,queue=100".parse().unwrap();
+        assert_eq!(s.impairment.loss, Loss::Bernoulli(0.02));
+        assert_eq!(s.impairment.delay, Duration::from_millis(20));
+        assert_eq!(s.impairment.reorder, Some(Reorder { probability: 0.05, extra_delay: Duration::from_millis(10) }));
+        assert_eq!(s.impairment.duplicate, 0.01);
+        assert_eq!((s.seed, s.queue), (Some(7), Some(100)));
+        assert_eq!("delay=500us".parse::<ImpairSpec>().unwrap().impairment.delay, Duration::from_micros(500));
+        assert_eq!("delay=1.5s".parse::<ImpairSpec>().unwrap().impairment.delay, Duration::from_millis(1500));
+        assert!("loss=150%".parse::<ImpairSpec>().is_err());
+        assert!("delay=20".parse::<ImpairSpec>().is_err());
+        assert!("jitter=1ms".parse::<ImpairSpec>().is_err());
+        assert!("reorder=5%".parse::<ImpairSpec>().is_err());
+    }
+}
