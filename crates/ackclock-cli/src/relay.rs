@@ -22,8 +22,13 @@
 //! both ways, and byte counts, per connection and in total, are printed (`--json`: one JSON
 //! object as the last line of stdout).
 //!
+//! UDP is relayed too (`udp`): each flow gets a host UDP socket connected to `--to`, from
+//! a bounded session table with conntrack's idle timeouts.
+//!
 //! The device (`--tap` or `--tun`) and what goes with it are in [`crate::link`], shared
 //! with `fetch` and `serve`.
+
+mod udp;
 
 use crate::link::{install_signals, poll, stopping, Link, LinkArgs};
 use ackclock::{Error, ListenerHandle, Shutdown, Stack, TcpHandle};
@@ -53,6 +58,13 @@ pub struct RelayArgs {
     /// Buffer per direction and connection, KiB.
     #[arg(long, value_name = "KIB", default_value_t = 256)]
     buffer: usize,
+    /// UDP flows relayed at once at most (each holds a host UDP socket).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    udp_sessions: usize,
+    /// Idle timeout of a UDP session the host never answered, seconds; once answered, four
+    /// times as long (Linux conntrack: 30 and 120).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    udp_timeout: u64,
     /// Print the byte counts on exit as one JSON object (the last line of stdout).
     #[arg(long)]
     json: bool,
@@ -507,6 +519,11 @@ fn relay(args: RelayArgs) -> Result<(), String> {
             })
             .collect::<Result<_, _>>()?
     };
+    if args.udp_timeout == 0 {
+        return Err("--udp-timeout must be at least 1 s".into());
+    }
+    let udp_idle = std::time::Duration::from_secs(args.udp_timeout);
+    let mut udp = udp::UdpRelay::new(&mut stack, any, &args.listen.0, to, args.udp_sessions, udp_idle)?;
     let ports = args.listen.0.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
     let ports = match () {
         _ if any => "any address and port".to_string(),
@@ -514,7 +531,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         _ => ports,
     };
     println!(
-        "ackclock relay: {} {} ({}), stack {}{}{}; ports {ports} -> {to}; ready",
+        "ackclock relay: {} {} ({}), stack {}{}{}; TCP and UDP ports {ports} -> {to}; ready",
         link.kind(),
         link.name,
         link.mode(),
@@ -540,7 +557,10 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     let mut result = Ok(());
     while !stopping() {
         let now = link.now();
+        let wall = std::time::Instant::now();
         stack.receive(now, &mut link.dev);
+        udp.upstream(&mut stack, wall);
+        udp.expire(wall);
         for &l in &listeners {
             while let Ok(h) = stack.tcp_accept(l) {
                 total_conns += 1;
@@ -571,7 +591,13 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         fds.clear();
         fds.push(libc::pollfd { fd: link.device().as_raw_fd(), events: libc::POLLIN, revents: 0 });
         fds.extend(conns.iter().map(Conn::pollfd));
-        if let Err(e) = poll(&mut fds, link.timeout(&stack)) {
+        let udp_fds = fds.len();
+        udp.pollfds(&mut fds);
+        let timeout = match udp.timeout(wall) {
+            Some(t) => link.timeout(&stack).min(t),
+            None => link.timeout(&stack),
+        };
+        if let Err(e) = poll(&mut fds, timeout) {
             result = Err(format!("ppoll: {e}"));
             break;
         }
@@ -579,6 +605,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
             result = Err(format!("{} {} is gone", link.kind().to_uppercase(), link.name));
             break;
         }
+        udp.downstream(&mut stack, &fds[udp_fds..], std::time::Instant::now());
     }
 
     // Shut down: reset what is open (both ways), stop listening, let the resets out.
@@ -589,6 +616,8 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     for l in listeners {
         let _ = stack.tcp_unlisten(l);
     }
+    let (u, udp_open) = (udp.stats, udp.open());
+    udp.close(&mut stack);
     link.flush_at_exit(&mut stack);
     records.sort_by_key(|r| r.id);
     for r in &records {
@@ -601,7 +630,18 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         "ackclock relay: {total_conns} connections ({open} reset at exit), {total_up} bytes up, {total_down} bytes down; {}",
         link.summary()
     );
+    eprintln!(
+        "ackclock relay: UDP {} sessions ({udp_open} open at exit, {} expired, {} evicted), {} datagrams ({} bytes) up, {} datagrams ({} bytes) down, {} dropped",
+        u.sessions, u.expired, u.evicted, u.up, u.up_bytes, u.down, u.down_bytes, u.dropped
+    );
     if args.json {
+        // Every drop reason the stack counted, by its counter's name.
+        let stack_drops: serde_json::Map<String, serde_json::Value> = stack
+            .counters()
+            .named()
+            .filter(|&(name, n)| name.starts_with("drops_") && n > 0)
+            .map(|(name, n)| (name.to_string(), n.into()))
+            .collect();
         let conns: Vec<serde_json::Value> = records
             .iter()
             .map(|r| {
@@ -616,6 +656,11 @@ fn relay(args: RelayArgs) -> Result<(), String> {
             "connections": conns,
             "omitted": dropped_records,
             "total": { "connections": total_conns, "reset_at_exit": open, "up": total_up, "down": total_down },
+            "stack_drops": stack_drops,
+            "udp": {
+                "sessions": u.sessions, "open_at_exit": udp_open, "expired": u.expired, "evicted": u.evicted,
+                "up": u.up, "up_bytes": u.up_bytes, "down": u.down, "down_bytes": u.down_bytes, "dropped": u.dropped,
+            },
         });
         println!("{out}");
     }
