@@ -242,6 +242,14 @@ impl HostDev {
             HostDev::Tun(_) => "tun",
         }
     }
+
+    /// The pool the device receives into.
+    pub fn pool(&self) -> &Pool {
+        match self {
+            HostDev::Tap(d) => d.pool(),
+            HostDev::Tun(d) => d.pool(),
+        }
+    }
 }
 
 impl AsRawFd for HostDev {
@@ -425,6 +433,19 @@ impl Clock {
     }
 }
 
+/// How long a link must see no frames before its idle packet memory goes back to the
+/// operating system.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// Bytes of free buffers each pool keeps resident when memory is given back: a burst's
+/// worth (the buffers at the bottom of its free list, often never touched).
+const KEEP_BYTES: usize = 1 << 20;
+
+/// Give back the free pages of `pool`, keeping [`KEEP_BYTES`] of free buffers.
+fn release(pool: &Pool) {
+    pool.release_free((KEEP_BYTES / pool.buffer_size()).max(16));
+}
+
 /// An open TAP or TUN, set up as [`LinkArgs`] asks, with the clock the stack runs on.
 pub(crate) struct Link {
     pub dev: LinkDev,
@@ -432,6 +453,11 @@ pub(crate) struct Link {
     clock: Clock,
     impair: bool,
     gateway: Option<Ipv4Addr>,
+    /// Frames moved at the last look, when that changed, and whether memory was given back
+    /// since (see [`trim_memory`](Self::trim_memory)).
+    frames_seen: u64,
+    last_busy: Instant,
+    trimmed: bool,
 }
 
 impl Link {
@@ -471,7 +497,41 @@ impl Link {
             clock: Clock { start: std::time::Instant::now() },
             impair: args.impair.is_some(),
             gateway: args.gateway,
+            frames_seen: 0,
+            last_busy: Instant::ZERO,
+            trimmed: true,
         })
+    }
+
+    /// Give idle packet memory back: once the link has moved no frame for [`QUIET`], the
+    /// pages of free buffers in the stack's pool and the device's receive pool are released
+    /// (once per quiet spell), so the process's memory returns near idle after a burst
+    /// instead of staying at its peak. Cheap to call every round.
+    pub fn trim_memory(&mut self, stack: &Stack) {
+        let d = self.dev.stats();
+        let frames = d.rx_frames + d.tx_frames;
+        let now = self.now();
+        if frames != self.frames_seen {
+            self.frames_seen = frames;
+            self.last_busy = now;
+            self.trimmed = false;
+        } else if !self.trimmed && now.saturating_duration_since(self.last_busy) >= QUIET {
+            self.trimmed = true;
+            release(stack.pool());
+            release(self.device().pool());
+            // And what the heap holds free: connections' buffers freed at close stay in
+            // glibc's heap (its mmap threshold grows with use) until trimmed.
+            #[cfg(target_env = "gnu")]
+            // SAFETY: malloc_trim only returns free heap memory to the system.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+    }
+
+    /// When [`trim_memory`](Self::trim_memory) next has something to do, as a sleep bound.
+    pub fn trim_timeout(&self) -> Option<Duration> {
+        (!self.trimmed).then(|| (self.last_busy + QUIET).saturating_duration_since(self.now()))
     }
 
     /// The stack's clock: its epoch is one second before the link opened, so no timestamp
@@ -520,10 +580,12 @@ impl Link {
         }
     }
 
-    /// How long to sleep at most: until the stack's or the impairment's next deadline.
+    /// How long to sleep at most: until the stack's or the impairment's next deadline, or
+    /// the end of a quiet spell (to give memory back).
     pub fn timeout(&self, stack: &Stack) -> Duration {
         let next = [stack.poll_at(), self.dev.poll_at()].into_iter().flatten().min();
-        next.map_or(MAX_WAIT, |t| t.saturating_duration_since(self.now()).min(MAX_WAIT))
+        let t = next.map_or(MAX_WAIT, |t| t.saturating_duration_since(self.now()).min(MAX_WAIT));
+        self.trim_timeout().map_or(t, |q| t.min(q))
     }
 
     /// Report (once) the last I/O error of the device or of the capture.

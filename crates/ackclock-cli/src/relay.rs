@@ -588,6 +588,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         }
         stack.transmit(now, &mut link.dev);
         link.report_errors("ackclock relay");
+        link.trim_memory(&stack);
         fds.clear();
         fds.push(libc::pollfd { fd: link.device().as_raw_fd(), events: libc::POLLIN, revents: 0 });
         fds.extend(conns.iter().map(Conn::pollfd));

@@ -116,6 +116,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         });
         stack.transmit(now, &mut link.dev);
         link.report_errors("ackclock serve");
+        link.trim_memory(&stack);
         if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
             result = Err(e.to_string());
             break;
