@@ -97,7 +97,7 @@ pub use net::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
 use crate::phy::{Batch, Device, PipeEnd, Wakeup};
-use crate::socket::{ListenerHandle, TcpHandle, UdpHandle};
+use crate::socket::{Event, ListenerHandle, TcpHandle, UdpHandle};
 use crate::stack::Stack;
 use crate::time::Instant;
 use core::time::Duration;
@@ -236,11 +236,32 @@ impl Inner {
     }
 
     /// After a round: wake the threads and tasks waiting on sockets whose readiness changed.
+    ///
+    /// The core lists the connections and listeners a round touched ([`Stack::poll_event`]):
+    /// only those are looked at, so 1,000 blocked readers on idle connections cost nothing
+    /// per round. Two changes have no per-socket event and are looked for apart: buffers
+    /// coming back to an exhausted pool (for writers that waited for one: all waiting
+    /// connections are looked at then), and UDP sockets (few, looked at every round).
     fn wake_changed(&mut self, cvs: &[SlotCv], udp_cvs: &[SlotCv], accept_cv: &Condvar) {
+        if self.waits.starved && self.stack.pool().available() > 0 {
+            let stack = &self.stack;
+            self.waits.wake_changed(cvs, |h| tcp_bits(stack, h));
+        }
+        let mut accept = false;
+        while let Some(event) = self.stack.poll_event() {
+            match event {
+                Event::Tcp(h) => {
+                    if let Ok(slot) = self.stack.tcp_slot(h) {
+                        let stack = &self.stack;
+                        self.waits.changed(slot, cvs, |h| tcp_bits(stack, h));
+                    }
+                }
+                Event::Accept(_) => accept = true,
+            }
+        }
         let stack = &self.stack;
-        self.waits.wake_changed(cvs, |h| tcp_bits(stack, h));
         self.udp_waits.wake_changed(udp_cvs, |h| udp_bits(stack, h));
-        if !self.accepting.is_empty() {
+        if accept && !self.accepting.is_empty() {
             let stack = &self.stack;
             let mut woke = false;
             self.accepting.retain_mut(|(l, waker)| {

@@ -347,6 +347,9 @@ impl TcpStream {
         if matches!(how, Shutdown::Write | Shutdown::Both) {
             self.write_shut.store(true, Ordering::Release);
         }
+        // A thread blocked on this stream in another call sees the change (no core event
+        // reports what this thread did).
+        g.waits.wake_slot(self.slot, &self.shared.cvs);
         drop(g);
         self.shared.kick();
         Ok(())

@@ -32,6 +32,8 @@ pub(super) struct SlotWait<H> {
     read_seen: u8,
     write_seen: u8,
     listed: bool,
+    /// Index in `Waiters::waiting` while listed.
+    pos: u32,
     /// Window-update replies sent (the synchronous mode's reader waits for the next).
     pub replies: u64,
     read_waker: Option<Waker>,
@@ -47,6 +49,7 @@ impl<H> Default for SlotWait<H> {
             read_seen: 0,
             write_seen: 0,
             listed: false,
+            pos: 0,
             replies: 0,
             read_waker: None,
             write_waker: None,
@@ -60,11 +63,18 @@ pub(super) struct Waiters<H> {
     waits: Vec<SlotWait<H>>,
     /// Slots with `read` or `write` set.
     waiting: Vec<u32>,
+    /// A writer registered while the pool had no free buffer: its readiness changes when
+    /// any buffer comes back, which no per-socket event reports.
+    pub starved: bool,
 }
 
 impl<H: Copy> Waiters<H> {
     pub fn new(slots: usize) -> Waiters<H> {
-        Waiters { waits: (0..slots).map(|_| SlotWait::default()).collect(), waiting: Vec::with_capacity(slots) }
+        Waiters {
+            waits: (0..slots).map(|_| SlotWait::default()).collect(),
+            waiting: Vec::with_capacity(slots),
+            starved: false,
+        }
     }
 
     pub fn slot(&mut self, slot: u32) -> Option<&mut SlotWait<H>> {
@@ -79,6 +89,7 @@ impl<H: Copy> Waiters<H> {
         let stored = if write {
             w.write = true;
             w.write_seen = bits & WRITE_MASK;
+            self.starved |= bits & BUFFERS == 0;
             &mut w.write_waker
         } else {
             w.read = true;
@@ -93,41 +104,82 @@ impl<H: Copy> Waiters<H> {
         }
         if !w.listed {
             w.listed = true;
+            w.pos = self.waiting.len() as u32;
             self.waiting.push(slot);
         }
     }
 
-    /// Wake the waiters whose socket's readiness (`bits`) differs from what they saw.
-    ///
-    /// The candidates are the sockets that have a waiter: each round costs a readiness
-    /// check (a few field loads) per waiting socket and a wake only for those that changed,
-    /// so 1,000 blocked readers cost 1,000 checks per round. An event list from the core
-    /// would replace the scan.
+    /// Wake the waiters of `slot` if its readiness (`bits`) differs from what they saw;
+    /// `true` when nobody waits on it any more.
+    fn check(&mut self, slot: usize, cvs: &[SlotCv], bits: &impl Fn(H) -> u8) -> bool {
+        let w = &mut self.waits[slot];
+        let now = w.h.map_or(GONE, bits);
+        if w.read && now & READ_MASK != w.read_seen {
+            cvs[slot].read.notify_all();
+            if let Some(waker) = w.read_waker.take() {
+                waker.wake();
+            }
+            w.read = false;
+        }
+        if w.write && now & WRITE_MASK != w.write_seen {
+            cvs[slot].write.notify_all();
+            if let Some(waker) = w.write_waker.take() {
+                waker.wake();
+            }
+            w.write = false;
+        }
+        !(w.read || w.write)
+    }
+
+    /// Take `slot` off the waiting list (O(1): the last entry moves into its place).
+    fn unlist(&mut self, slot: usize) {
+        let pos = self.waits[slot].pos as usize;
+        self.waits[slot].listed = false;
+        self.waiting.swap_remove(pos);
+        if let Some(&moved) = self.waiting.get(pos) {
+            self.waits[moved as usize].pos = pos as u32;
+        }
+    }
+
+    /// After an event on `slot` (its readiness may have changed): wake its waiters if it
+    /// did. O(1), so a round costs O(events), not O(waiters).
+    pub fn changed(&mut self, slot: u32, cvs: &[SlotCv], bits: impl Fn(H) -> u8) {
+        let slot = slot as usize;
+        if self.waits.get(slot).is_some_and(|w| w.listed) && self.check(slot, cvs, &bits) {
+            self.unlist(slot);
+        }
+    }
+
+    /// Wake every waiter of `slot`, whatever its readiness (another thread changed what its
+    /// calls will return, e.g. a shutdown); they look again.
+    pub fn wake_slot(&mut self, slot: u32, cvs: &[SlotCv]) {
+        let s = slot as usize;
+        let Some(w) = self.waits.get_mut(s) else { return };
+        if !w.listed {
+            return;
+        }
+        cvs[s].read.notify_all();
+        cvs[s].write.notify_all();
+        for waker in [w.read_waker.take(), w.write_waker.take()].into_iter().flatten() {
+            waker.wake();
+        }
+        w.read = false;
+        w.write = false;
+        self.unlist(s);
+    }
+
+    /// Wake the waiters whose socket's readiness (`bits`) differs from what they saw, looking
+    /// at every waiting socket: for sockets without per-socket events (UDP), and for
+    /// writers starved of buffers when buffers came back.
     pub fn wake_changed(&mut self, cvs: &[SlotCv], bits: impl Fn(H) -> u8) {
+        self.starved = false;
         let mut i = 0;
         while i < self.waiting.len() {
             let slot = self.waiting[i] as usize;
-            let w = &mut self.waits[slot];
-            let now = w.h.map_or(GONE, &bits);
-            if w.read && now & READ_MASK != w.read_seen {
-                cvs[slot].read.notify_all();
-                if let Some(waker) = w.read_waker.take() {
-                    waker.wake();
-                }
-                w.read = false;
-            }
-            if w.write && now & WRITE_MASK != w.write_seen {
-                cvs[slot].write.notify_all();
-                if let Some(waker) = w.write_waker.take() {
-                    waker.wake();
-                }
-                w.write = false;
-            }
-            if w.read || w.write {
-                i += 1;
+            if self.check(slot, cvs, &bits) {
+                self.unlist(slot);
             } else {
-                w.listed = false;
-                self.waiting.swap_remove(i);
+                i += 1;
             }
         }
     }
