@@ -259,3 +259,23 @@ both_modes!(fetch_10mb, |mode| {
     assert_eq!(json_u64(&json, "bytes"), Some(n as u64), "{json}");
     assert!(file_sha256(&got) == want, "downloaded bytes differ from the file's");
 });
+
+// `serve --tun --pcap`: the capture's records are IP packets (LINKTYPE_RAW), and tshark reads
+// the handshake from them: the stack's SYN-ACK with MSS 1460 (a 1500-byte MTU with no link
+// header taken from it, RFC 9293 §3.7.1).
+both_modes!(pcap_of_a_tun_is_raw_ip, |mode| {
+    if skip(&["curl"]) || !common::have_tshark() {
+        return;
+    }
+    let dir = TempDir::new();
+    let pcap = dir.0.join("tun.pcap");
+    let mut ns = NetNs::new();
+    let mut serve = serve(&mut ns, mode, &["--pcap", pcap.to_str().unwrap()]);
+    curl_pattern(&ns, 100_000, 60);
+    serve.stop_ok();
+    let header = std::fs::read(&pcap).expect("read the capture");
+    assert_eq!(u32::from_le_bytes(header[20..24].try_into().unwrap()), 101, "LINKTYPE_RAW");
+    let fields = common::interop::handshake_fields(&pcap);
+    let synack = fields.lines().find(|l| l.starts_with(&format!("{STACK_ADDR}|"))).unwrap_or("");
+    assert!(synack.starts_with(&format!("{STACK_ADDR}|1|1460|")), "the stack's SYN-ACK: {fields}");
+});

@@ -6,7 +6,8 @@
 //! later in `tcp_recv`.
 //!
 //! `rxpath data N` measures in-order data segments, `rxpath ack N` pure ACKs. Add
-//! `--offload` to model a device that verified checksums (no IPv4 header sum either).
+//! `--offload` to model a device that verified checksums (no IPv4 header sum either), and
+//! `--tun` for a link without a link header (a TUN: bare IPv4 packets, no ARP).
 
 use ackclock::buf::{PBuf, Pool, PoolConfig};
 use ackclock::iface::InterfaceConfig;
@@ -29,6 +30,8 @@ const MSS: usize = 1448;
 struct Peer {
     pool: Pool,
     stack_mac: EthernetAddress,
+    /// Link header length: 14 (Ethernet) or 0 (TUN).
+    link: usize,
 }
 
 impl Peer {
@@ -63,12 +66,15 @@ impl Peer {
         let eth =
             EthernetRepr { src_addr: PEER_MAC, dst_addr: self.stack_mac, ethertype: EtherType::IPV4, vlan_id: None };
         let mut b = self.pool.alloc().expect("peer pool");
-        let buf = b.append(14 + 20 + tl).unwrap();
-        eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
-        ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]), true);
+        let l = self.link;
+        let buf = b.append(l + 20 + tl).unwrap();
+        if l > 0 {
+            eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
+        }
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[l..l + 20]), true);
         let hl = tcp.header_len();
-        buf[34 + hl..].copy_from_slice(&body);
-        tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[34..]), PEER, LOCAL, true);
+        buf[l + 20 + hl..].copy_from_slice(&body);
+        tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[l + 20..]), PEER, LOCAL, true);
         b
     }
 }
@@ -77,12 +83,18 @@ impl Peer {
 fn drain(stack: &mut Stack, now: Instant) -> Vec<(u32, u32, usize, Option<u32>)> {
     stack.dispatch(now);
     let mut out = vec![];
+    let ethernet = stack.iface().capabilities().ethernet;
     while let Some(f) = stack.tx_ring().pop() {
-        let eth = EthernetFrame::new_checked(f.data()).unwrap();
-        if eth.ethertype() != EtherType::IPV4 {
-            continue;
-        }
-        let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+        let packet = if ethernet {
+            let eth = EthernetFrame::new_checked(f.data()).unwrap();
+            if eth.ethertype() != EtherType::IPV4 {
+                continue;
+            }
+            &f.data()[14..]
+        } else {
+            f.data()
+        };
+        let ip = Ipv4Packet::new_checked(packet).unwrap();
         let t = TcpPacket::new_checked(ip.payload()).unwrap();
         let r = TcpRepr::parse(&t, LOCAL, PEER, false).unwrap();
         out.push((r.seq, r.ack, r.payload.len(), r.timestamps.map(|t| t.0)));
@@ -100,7 +112,8 @@ fn main() {
     let mode = args.get(1).map(String::as_str).unwrap_or("data");
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let offload = args.iter().any(|a| a == "--offload");
-    let mut caps = Capabilities::ethernet(1500);
+    let tun = args.iter().any(|a| a == "--tun");
+    let mut caps = if tun { Capabilities::ip(1500) } else { Capabilities::ethernet(1500) };
     caps.rx_checksum = offload;
     let mut cfg = StackConfig::new(InterfaceConfig::new(LOCAL, 24));
     // A fixed seed (ISN, hash keys), so that instruction counts repeat from run to run.
@@ -114,6 +127,7 @@ fn main() {
     let peer = Peer {
         pool: Pool::new(PoolConfig { buffers: n + 64, ..Default::default() }).unwrap(),
         stack_mac: stack.iface().mac(),
+        link: if tun { 0 } else { 14 },
     };
     drain(&mut stack, now);
 
@@ -169,13 +183,13 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: rxpath data|ack N [--offload]");
+            eprintln!("usage: rxpath data|ack N [--offload] [--tun]");
             std::process::exit(2);
         }
     }
     let c = stack.counters();
     eprintln!(
-        "mode={mode} frames={n} offload={offload} fast_path_data={} fast_path_acks={} slow_path={}",
+        "mode={mode} frames={n} offload={offload} tun={tun} fast_path_data={} fast_path_acks={} slow_path={}",
         c.fast_path_data, c.fast_path_acks, c.slow_path
     );
 }

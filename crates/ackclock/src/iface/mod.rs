@@ -160,8 +160,15 @@ impl Interface {
     pub fn new(config: InterfaceConfig, caps: Capabilities) -> Interface {
         let mask = if config.prefix_len == 0 { 0 } else { u32::MAX << (32 - config.prefix_len as u32) };
         let m = config.mac.0;
-        let mac_word =
-            u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as u64 | (u16::from_ne_bytes([m[4], m[5]]) as u64) << 32;
+        // Without a link header no frame carries our MAC: a word no 48-bit load can equal
+        // makes `common_tcp` refuse every frame, at no cost on Ethernet (the stack then tries
+        // `common_tcp_ip`).
+        let mac_word = match caps.ethernet {
+            true => {
+                u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as u64 | (u16::from_ne_bytes([m[4], m[5]]) as u64) << 32
+            }
+            false => u64::MAX,
+        };
         let addr_word = u32::from_ne_bytes(config.addr.octets());
         Interface { config, caps, mask, mac_word, addr_word, arp: ArpCache::new(config.arp), ip_ident: 0 }
     }

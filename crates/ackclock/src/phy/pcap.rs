@@ -223,3 +223,20 @@ impl<D: Device, W: Write> Device for Capture<D, W> {
         self.inner.stats()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The global header's link type (bytes 20..24) says how to read the records: Ethernet
+    /// frames, or IP packets from a device without a link header.
+    #[test]
+    fn link_type_follows_the_device() {
+        let linktype = |w: PcapWriter<Vec<u8>>| u32::from_le_bytes(w.out[20..24].try_into().unwrap());
+        let eth = PcapWriter::for_link(Vec::new(), Resolution::Micros, true).unwrap();
+        assert_eq!(linktype(eth), LINKTYPE_ETHERNET);
+        let raw = PcapWriter::for_link(Vec::new(), Resolution::Micros, false).unwrap();
+        assert_eq!(linktype(raw), LINKTYPE_RAW);
+        assert_eq!(linktype(PcapWriter::new(Vec::new(), Resolution::Nanos).unwrap()), 1);
+    }
+}
