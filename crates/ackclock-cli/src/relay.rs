@@ -251,6 +251,15 @@ pub(crate) struct LinkArgs {
     pub gateway: Option<Ipv4Addr>,
 }
 
+/// `--max-connections N`: a connection count of at least 1.
+pub(crate) fn parse_max_connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The device under the stack: the TAP, impaired, and perhaps recorded.
 pub(crate) enum LinkDev {
     Bare(Impaired<Tap>),
@@ -381,10 +390,14 @@ impl Link {
     }
 
     /// A stack on this link; with `any_destination`, one that takes connections to any
-    /// address (see [`InterfaceConfig::any_destination`]).
-    pub fn stack(&self, addr: Cidr, any_destination: bool) -> Result<Stack, String> {
+    /// address (see [`InterfaceConfig::any_destination`]); `max_connections` overrides the
+    /// library's default.
+    pub fn stack(&self, addr: Cidr, any_destination: bool, max_connections: Option<usize>) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
         config.iface.any_destination = any_destination;
+        if let Some(n) = max_connections {
+            config.tcp.max_connections = n;
+        }
         config.iface.gateway = self.gateway;
         let caps = self.dev.capabilities();
         config.pool = stack_pool(&caps);
@@ -492,6 +505,9 @@ pub struct RelayArgs {
     /// Buffer per direction and connection, KiB.
     #[arg(long, value_name = "KIB", default_value_t = 256)]
     buffer: usize,
+    /// Connections the stack holds at most (default 4096).
+    #[arg(long, value_name = "N", value_parser = parse_max_connections)]
+    pub(crate) max_connections: Option<usize>,
     /// Print the byte counts on exit as one JSON object (the last line of stdout).
     #[arg(long)]
     json: bool,
@@ -931,7 +947,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     let buffer = args.buffer * 1024;
     let mut link = Link::open(&args.link)?;
     let any = args.listen.any();
-    let mut stack = link.stack(args.link.addr, any)?;
+    let mut stack = link.stack(args.link.addr, any, args.max_connections)?;
     let listeners: Vec<ListenerHandle> = if any {
         let opts = ackclock::tcp::SocketOptions::from_config(stack.tcp().config());
         vec![stack.tcp_listen_any(1024, opts).map_err(|e| format!("listen any: {e}"))?]

@@ -33,6 +33,9 @@ use std::process::ExitCode;
 pub struct ServeArgs {
     #[command(flatten)]
     link: LinkArgs,
+    /// Connections the stack holds at most (default 4096).
+    #[arg(long, value_name = "N", value_parser = crate::relay::parse_max_connections)]
+    pub(crate) max_connections: Option<usize>,
     /// Print the start-up line and the exit summary as JSON objects on stdout, one a line.
     #[arg(long)]
     json: bool,
@@ -59,7 +62,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     install_signals();
     // Without --impair the link is a clean pass-through; the loop wakes for its held frames too.
     let mut link = Link::open(&args.link)?;
-    let mut stack = link.stack(args.link.addr, false)?;
+    let mut stack = link.stack(args.link.addr, false, args.max_connections)?;
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =
         [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)]
