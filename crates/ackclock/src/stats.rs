@@ -110,6 +110,10 @@ counters! {
         fast_path_acks,
         /// Segments that took the full input path.
         slow_path,
+        /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
+        syn_cookies_sent,
+        /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.
+        syn_cookies_validated,
     }
     drops {
         /// A frame or header failed to parse.
@@ -132,6 +136,9 @@ counters! {
         BadAck => drops_bad_ack,
         /// A SYN to a listener whose SYN or accept queue is full.
         ListenOverflow => drops_listen_overflow,
+        /// An ACK to a listener that sent SYN cookies lately whose cookie did not verify
+        /// (wrong, forged or expired): the SYN cookies that failed (answered with RST).
+        BadCookie => drops_bad_cookie,
         /// No buffer left in the pool.
         NoBuffer => drops_no_buffer,
         /// The receive queue hit its buffer-count bound.

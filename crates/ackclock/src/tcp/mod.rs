@@ -44,6 +44,7 @@ pub mod rtt;
 pub(crate) mod rxq;
 pub mod seq;
 pub mod stats;
+pub(crate) mod syncookie;
 pub(crate) mod table;
 pub(crate) mod tcb;
 pub(crate) mod timer;
@@ -55,7 +56,7 @@ pub mod wheel;
 #[allow(dead_code)] // its inspection methods serve the tests and benches
 pub(crate) mod wheel;
 
-pub use config::{KeepAlive, SocketOptions, TcpConfig};
+pub use config::{KeepAlive, SocketOptions, SynCookies, TcpConfig};
 pub use seq::SeqNumber;
 pub use stats::{ConnStats, Counters, DropReason, TcpInfo};
 use table::LastHit;
@@ -99,6 +100,7 @@ pub struct Tcp {
     isn: IsnGenerator,
     ports: PortAllocator,
     ts_key: [u64; 2],
+    cookies: syncookie::CookieKey,
     pub(crate) counters: Counters,
     challenge: ChallengeLimiter,
     pub(crate) trace: trace::Trace,
@@ -140,6 +142,7 @@ impl Tcp {
             isn: IsnGenerator::new(hash::derive_key(seed, 3)),
             ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
             ts_key: hash::derive_key(seed, 5),
+            cookies: syncookie::CookieKey::new(hash::derive_key(seed, 7)),
             counters: Counters::default(),
             challenge: ChallengeLimiter::new(hash::derive_key(seed, 6)),
             trace: trace::Trace::default(),

@@ -513,6 +513,46 @@ fn send_syn(env: &mut Env, tcb: &mut Tcb) {
     tcb.timers.rexmt.get_or_insert(env.now + tcb.rtt.rto());
 }
 
+/// A SYN-ACK that no connection stands behind (a SYN cookie's, RFC 4987 §3.6).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SynAck {
+    pub iss: SeqNumber,
+    pub ack: SeqNumber,
+    pub window: u16,
+    pub mss: u16,
+    pub wscale: Option<u8>,
+    pub sack: bool,
+    pub ts: Option<(u32, u32)>,
+}
+
+/// Send `s` on `tuple`. Returns whether it went out.
+pub(crate) fn send_stateless_synack(env: &mut Env, tuple: FourTuple, s: &SynAck) -> bool {
+    let Ok(mut buf) = env.pool.alloc() else {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    };
+    let h = Hdr {
+        seq: s.iss,
+        ack: s.ack,
+        flags: TcpFlags::SYN | TcpFlags::ACK,
+        window: s.window,
+        mss: Some(s.mss),
+        wscale: s.wscale,
+        sack_permitted: s.sack,
+        ts: s.ts,
+        sack: SackBlocks::new(),
+    };
+    if prepend_tcp(&mut buf, &tuple, &h, Some(0)).is_err() {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    }
+    let sent = ship(env, tuple, &mut None, buf);
+    if sent {
+        env.counters.segs_out += 1;
+    }
+    sent
+}
+
 /// RFC 6298 §5.1: something is in flight; start the retransmission timer unless it runs,
 /// and mark when this episode of unacknowledged data began (for the user timeout).
 #[inline]

@@ -85,6 +85,7 @@ impl Tcp {
             accept: VecDeque::new(),
             ready: 0,
             opts,
+            last_cookie: None,
         };
         let idx = match self.listeners.iter().position(|l| l.is_none()) {
             Some(i) => i,
