@@ -114,6 +114,9 @@ counters! {
         syn_cookies_sent,
         /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.
         syn_cookies_validated,
+        /// TIME-WAIT entries dropped before their 2 MSL because the table was full
+        /// (`TcpConfig::max_time_wait`).
+        time_wait_overflow,
     }
     drops {
         /// A frame or header failed to parse.

@@ -94,7 +94,12 @@ pub struct TcpConfig {
     /// SYN cookies (RFC 4987 §3.6). A SYN to a full accept queue is dropped whatever this
     /// says, as Linux drops it.
     pub syn_cookies: SynCookies,
-    /// Connections the stack holds at most, TIME_WAIT included. The connection table is
+    /// Compact TIME-WAIT entries the stack holds at most (Linux's `tcp_max_tw_buckets`),
+    /// apart from `max_connections`: a connection the application has closed leaves its
+    /// slot when it reaches TIME-WAIT. Past the limit the oldest entry is dropped early
+    /// (counted in `time_wait_overflow`); 0 keeps no TIME-WAIT for closed connections.
+    pub max_time_wait: usize,
+    /// Connections the stack holds at most, TIME_WAIT of connections still held included. The connection table is
     /// sized for it up front.
     pub max_connections: usize,
     /// Ephemeral ports for active opens (RFC 6056; IANA's range by default).
@@ -130,6 +135,7 @@ impl Default for TcpConfig {
             challenge_ack_limit: 1000,
             syn_cookies: SynCookies::WhenFull,
             max_connections: 4096,
+            max_time_wait: 65536,
             ephemeral_ports: (49152, 65535),
             tso: true,
         }

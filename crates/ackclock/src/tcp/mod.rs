@@ -46,6 +46,7 @@ pub mod seq;
 pub mod stats;
 pub(crate) mod syncookie;
 pub(crate) mod table;
+pub(crate) mod timewait;
 pub(crate) mod tcb;
 pub(crate) mod timer;
 pub mod trace;
@@ -101,6 +102,8 @@ pub struct Tcp {
     ports: PortAllocator,
     ts_key: [u64; 2],
     cookies: syncookie::CookieKey,
+    /// Compact TIME-WAIT entries, apart from the connection slots.
+    tw: timewait::TimeWaitTable,
     pub(crate) counters: Counters,
     challenge: ChallengeLimiter,
     pub(crate) trace: trace::Trace,
@@ -143,6 +146,7 @@ impl Tcp {
             ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
             ts_key: hash::derive_key(seed, 5),
             cookies: syncookie::CookieKey::new(hash::derive_key(seed, 7)),
+            tw: timewait::TimeWaitTable::new(hash::derive_key(seed, 8)),
             counters: Counters::default(),
             challenge: ChallengeLimiter::new(hash::derive_key(seed, 6)),
             trace: trace::Trace::default(),
@@ -169,14 +173,16 @@ impl Tcp {
         &self.counters
     }
 
-    /// Connections held, TIME-WAIT and closed-but-unreleased included.
+    /// Connections held, TIME-WAIT (compact entries included) and closed-but-unreleased
+    /// included.
     pub fn connections(&self) -> usize {
-        self.live
+        self.live + self.tw.len()
     }
 
     /// Run the timers that are due.
     pub(crate) fn run_timers(&mut self, now: Instant, io: Io<'_>) {
         let Io { pool, iface, tx } = io;
+        self.expire_time_wait(now);
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, |k| expired.push(k));
         for &idx in &expired {
@@ -225,7 +231,11 @@ impl Tcp {
                 tcb.dirty = true;
                 starved = Some(idx);
             }
+            let time_wait = tcb.state == State::TimeWait && !tcb.dirty;
             self.rearm(idx);
+            if time_wait {
+                self.compact_time_wait(now, idx);
+            }
         }
         // What the full device queue left for next time stays dirty.
         self.dirty.drain(..i);
@@ -259,7 +269,10 @@ impl Tcp {
         if !self.dirty.is_empty() {
             return Some(now);
         }
-        self.wheel.next_deadline()
+        match (self.wheel.next_deadline(), self.tw.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

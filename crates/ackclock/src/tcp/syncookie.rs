@@ -158,8 +158,9 @@ impl Tcp {
         let ts = seg.ts.filter(|_| ts_on).map(|(tsval, _)| (encode_ts(ts_now, peer_ws, sack), tsval));
         let window = opts.recv_buffer.min(u16::MAX as usize) as u16;
         let mut env = env!(self, now, pool, iface, tx);
-        let synack = output::SynAck { iss, ack: seg.seq + 1, window, mss: rmss, wscale, sack, ts };
-        if output::send_stateless_synack(&mut env, tuple, &synack) {
+        let flags = TcpFlags::SYN | TcpFlags::ACK;
+        let synack = output::Stateless { seq: iss, ack: seg.seq + 1, flags, window, mss: Some(rmss), wscale, sack, ts };
+        if output::send_stateless(&mut env, tuple, &synack) {
             self.counters.syn_cookies_sent += 1;
         }
     }

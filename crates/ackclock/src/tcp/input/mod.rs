@@ -194,8 +194,11 @@ impl Tcp {
         let _ = segment.trim_front(hdr_len);
         match idx {
             Some(i) => self.connection_input(now, i, &seg, segment, unverified, io),
-            None if self.cookie_ack_candidate(now, &seg) => self.syn_cookie_ack(now, &seg, segment, io),
-            None => self.no_connection(now, &seg, None, io),
+            None => match self.tw.find(&tuple) {
+                Some(i) => self.time_wait_input(now, i, &seg, io),
+                None if self.cookie_ack_candidate(now, &seg) => self.syn_cookie_ack(now, &seg, segment, io),
+                None => self.no_connection(now, &seg, None, io),
+            },
         }
     }
 
