@@ -156,7 +156,10 @@ fn run(mode: SynCookies) -> Run {
 }
 
 fn main() {
-    println!("SYN flood, {} SYN/s spoofed, backlog 128; client connects 2 s in, fetches {BYTES} B", FLOOD_PER_MS * 1000);
+    println!(
+        "SYN flood, {} SYN/s spoofed, backlog 128; client connects 2 s in, fetches {BYTES} B",
+        FLOOD_PER_MS * 1000
+    );
     let show = |d: Option<Duration>| d.map_or("never (60 s)".to_string(), |d| format!("{:.3} s", d.as_secs_f64()));
     let base = run(SynCookies::Never);
     let cook = run(SynCookies::WhenFull);

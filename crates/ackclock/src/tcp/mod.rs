@@ -46,9 +46,9 @@ pub mod seq;
 pub mod stats;
 pub(crate) mod syncookie;
 pub(crate) mod table;
-pub(crate) mod timewait;
 pub(crate) mod tcb;
 pub(crate) mod timer;
+pub(crate) mod timewait;
 pub mod trace;
 pub(crate) mod usrreq;
 #[cfg(feature = "internals")]
