@@ -132,13 +132,6 @@ pub(crate) fn recent(last: Option<Instant>, now: Instant) -> bool {
 }
 
 impl Tcp {
-    /// The timestamp offset of the connection whose ISS is `iss` (see `new_tcb`).
-    pub(super) fn ts_offset(&self, iss: SeqNumber) -> u32 {
-        let mut h = hash::SipHasher24::new(self.ts_key);
-        h.write_u32(iss.0);
-        h.finish() as u32
-    }
-
     /// Answer the SYN `seg` to listener `lidx` with a cookie SYN-ACK, keeping nothing.
     pub(super) fn send_syn_cookie(&mut self, now: Instant, lidx: u32, seg: &Segment, io: Io<'_>) {
         let Some(l) = self.listeners.get_mut(lidx as usize).and_then(|l| l.as_mut()) else { return };
@@ -154,7 +147,7 @@ impl Tcp {
         let wscale = (ts_on && self.config.window_scaling && seg.wscale.is_some()).then(|| self.rcv_wscale(&opts));
         let sack = ts_on && self.config.sack && seg.sack_permitted;
         let peer_ws = if self.config.window_scaling { seg.wscale } else { None };
-        let ts_now = (now.total_millis() as u32).wrapping_add(self.ts_offset(iss));
+        let ts_now = (now.total_millis() as u32).wrapping_add(self.ts_offset(&tuple));
         let ts = seg.ts.filter(|_| ts_on).map(|(tsval, _)| (encode_ts(ts_now, peer_ws, sack), tsval));
         let window = opts.recv_buffer.min(u16::MAX as usize) as u16;
         let mut env = env!(self, now, pool, iface, tx);
@@ -210,7 +203,6 @@ impl Tcp {
         let mtu = iface.capabilities().mtu;
         let mut tcb = self.new_tcb(now, tuple, sock, mtu, State::SynReceived);
         tcb.set_iss(iss);
-        tcb.ts_offset = self.ts_offset(iss);
         // Our SYN went out (in the SYN-ACK the peer acknowledges).
         tcb.snd_nxt = iss + 1;
         tcb.snd_max = iss + 1;

@@ -4,8 +4,8 @@
 //! Nothing here scans connections: every lookup is the cache or one hash probe.
 
 use super::tcb::{QuickAck, Tcb, Timers};
+use super::{hash, OutOfOrderQueue, RttEstimator};
 use super::{input, recovery, rxq, ConnStats, FourTuple, SeqNumber, SocketOptions, State, Tcp};
-use super::{OutOfOrderQueue, RttEstimator};
 use crate::time::Instant;
 use crate::wire::checksum;
 use core::net::Ipv4Addr;
@@ -153,12 +153,25 @@ impl Tcp {
         wscale
     }
 
+    /// The offset of our timestamp clock towards the peer of `tuple`: a keyed hash of the
+    /// two addresses, as Linux's `secure_tcp_ts_off`. Not per connection: the TSvals one
+    /// host sends another then grow across connections, so that a SYN meeting its 4-tuple
+    /// in TIME-WAIT passes PAWS and its newer timestamp can reopen it (RFC 6191); nor
+    /// one clock for all peers, which would tell each peer our uptime (RFC 7323 §7.1).
+    pub(super) fn ts_offset(&self, tuple: &FourTuple) -> u32 {
+        use core::hash::Hasher;
+        let mut h = hash::SipHasher24::new(self.ts_key);
+        h.write(&tuple.local_addr.octets());
+        h.write(&tuple.remote_addr.octets());
+        h.finish() as u32
+    }
+
     /// A new TCB for `tuple` in `state`.
     pub(crate) fn new_tcb(&self, now: Instant, tuple: FourTuple, opts: SocketOptions, mtu: usize, state: State) -> Tcb {
         let rmss = self.rmss(mtu);
         let wscale = self.rcv_wscale(&opts);
         let iss = self.isn.isn(now, (tuple.local_addr, tuple.local_port), (tuple.remote_addr, tuple.remote_port));
-        let ts_offset = self.ts_offset(iss);
+        let ts_offset = self.ts_offset(&tuple);
         let eff = rmss - if self.config.timestamps { 12 } else { 0 };
         Tcb {
             state,
