@@ -3,7 +3,7 @@
 //! (the connection table, as `in_pcb.c`), `usrreq` (the protocol side of the user requests,
 //! as `tcp_usrreq.c`), plus the connection control block (`tcb`), the RTO estimator
 //! ([`rtt`]), the out-of-order queue (`reasm`), sequence numbers ([`seq`]), SYN cookies
-//! (`syncookie`), the timing wheel (`wheel`) and congestion control ([`cc`]).
+//! (`syncookie`), compact TIME-WAIT (`timewait`), the timing wheel (`wheel`) and congestion control ([`cc`]).
 //!
 //! This module owns every connection of a stack. Lookups go through a one-entry last-hit
 //! cache (BSD's `tcp_last_inpcb`), then a keyed hash of the 4-tuple; listeners are found by
