@@ -144,8 +144,12 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             };
             serde_json::json!({ "tx": one(tx), "rx": one(rx) })
         });
+        // The stack's counters, as `netstat -s` (SYN cookies, TIME-WAIT, drops by reason).
+        let tcp: serde_json::Map<String, serde_json::Value> =
+            stack.counters().named().map(|(k, v)| (k.to_string(), v.into())).collect();
         let exit = serde_json::json!({
             "event": "exit",
+            "tcp": tcp,
             "connections": accepted,
             "reset_at_exit": open,
             "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes, "gso": c.rx_gso, "csum_partial": c.rx_csum_partial },
