@@ -183,7 +183,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
         ))),
     };
     let mut link = Link::open(&args.link)?;
-    let mut stack = link.stack(me, false)?;
+    let mut stack = link.stack(me, false, None)?;
     let host = if port == 80 { addr.to_string() } else { format!("{addr}:{port}") };
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: ackclock\r\nAccept: */*\r\nConnection: close\r\n\r\n"

@@ -362,6 +362,15 @@ pub(crate) struct LinkArgs {
     pub gateway: Option<Ipv4Addr>,
 }
 
+/// `--max-connections`: a count of at least 1.
+pub(crate) fn parse_max_connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The device under the stack: the TAP or TUN, impaired, and perhaps recorded.
 pub(crate) enum LinkDev {
     Bare(Impaired<HostDev>),
@@ -549,9 +558,12 @@ impl Link {
 
     /// A stack on this link; with `any_destination`, one that takes connections to any
     /// address (see [`InterfaceConfig::any_destination`]).
-    pub fn stack(&self, addr: Cidr, any_destination: bool) -> Result<Stack, String> {
+    pub fn stack(&self, addr: Cidr, any_destination: bool, max_connections: Option<usize>) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
         config.iface.any_destination = any_destination;
+        if let Some(n) = max_connections {
+            config.tcp.max_connections = n;
+        }
         config.iface.gateway = self.gateway;
         let caps = self.dev.capabilities();
         config.pool = stack_pool(&caps);

@@ -62,3 +62,32 @@ fn main() -> ExitCode {
         Command::Ttcp(args) => ttcp::run(*args),
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn max_connections(args: &[&str]) -> Result<Option<usize>, clap::Error> {
+        let base = ["ackclock", args[0], "--tap", "t0", "--addr", "10.0.0.2/24"];
+        let extra = if args[0] == "relay" { &["--to", "127.0.0.1:8000"][..] } else { &[] };
+        let cli = Cli::try_parse_from(base.iter().chain(extra).chain(&args[1..]))?;
+        Ok(match cli.command {
+            Command::Serve(a) => a.max_connections,
+            Command::Relay(a) => a.max_connections,
+            _ => unreachable!("parsed {}", args[0]),
+        })
+    }
+
+    /// `--max-connections N` on serve and relay: absent leaves the library's default, zero
+    /// and non-numbers are refused by the parser.
+    #[test]
+    fn max_connections_parses_on_serve_and_relay() {
+        for cmd in ["serve", "relay"] {
+            assert_eq!(max_connections(&[cmd]).unwrap(), None);
+            assert_eq!(max_connections(&[cmd, "--max-connections", "100000"]).unwrap(), Some(100_000));
+            assert!(max_connections(&[cmd, "--max-connections", "0"]).is_err());
+            assert!(max_connections(&[cmd, "--max-connections", "many"]).is_err());
+            assert!(max_connections(&[cmd, "--max-connections"]).is_err());
+        }
+    }
+}

@@ -65,6 +65,9 @@ pub struct RelayArgs {
     /// times as long (Linux conntrack: 30 and 120).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     udp_timeout: u64,
+    /// Connections the stack holds at most (default 4096).
+    #[arg(long, value_name = "N", value_parser = crate::link::parse_max_connections)]
+    pub(crate) max_connections: Option<usize>,
     /// Print the byte counts on exit as one JSON object (the last line of stdout).
     #[arg(long)]
     json: bool,
@@ -504,7 +507,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     let buffer = args.buffer * 1024;
     let mut link = Link::open(&args.link)?;
     let any = args.listen.any();
-    let mut stack = link.stack(args.link.addr, any)?;
+    let mut stack = link.stack(args.link.addr, any, args.max_connections)?;
     let listeners: Vec<ListenerHandle> = if any {
         let opts = ackclock::tcp::SocketOptions::from_config(stack.tcp().config());
         vec![stack.tcp_listen_any(1024, opts).map_err(|e| format!("listen any: {e}"))?]

@@ -34,6 +34,9 @@ use std::process::ExitCode;
 pub struct ServeArgs {
     #[command(flatten)]
     link: LinkArgs,
+    /// Connections the stack holds at most (default 4096).
+    #[arg(long, value_name = "N", value_parser = crate::link::parse_max_connections)]
+    pub(crate) max_connections: Option<usize>,
     /// Print the start-up line and the exit summary as JSON objects on stdout, one a line.
     #[arg(long)]
     json: bool,
@@ -60,7 +63,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     install_signals();
     // Without --impair the link is a clean pass-through; the loop wakes for its held frames too.
     let mut link = Link::open(&args.link)?;
-    let mut stack = link.stack(args.link.addr, false)?;
+    let mut stack = link.stack(args.link.addr, false, args.max_connections)?;
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =
         [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)]
@@ -144,8 +147,12 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             };
             serde_json::json!({ "tx": one(tx), "rx": one(rx) })
         });
+        // The stack's counters, as `netstat -s` (SYN cookies, TIME-WAIT, drops by reason).
+        let tcp: serde_json::Map<String, serde_json::Value> =
+            stack.counters().named().map(|(k, v)| (k.to_string(), v.into())).collect();
         let exit = serde_json::json!({
             "event": "exit",
+            "tcp": tcp,
             "connections": accepted,
             "reset_at_exit": open,
             "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes, "gso": c.rx_gso, "csum_partial": c.rx_csum_partial },

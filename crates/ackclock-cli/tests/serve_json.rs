@@ -118,6 +118,7 @@ fn serve_json_prints_a_ready_object_and_an_exit_object() {
     assert_eq!(exit["event"], "exit");
     assert_eq!(exit["connections"], 1);
     assert_eq!(exit["reset_at_exit"], 0);
+    assert_eq!(exit["tcp"]["passive_opens"], 1, "the stack's counters: {exit}");
     assert!(exit["rx"]["frames"].as_u64().unwrap() > 0, "{exit}");
     assert!(exit["tx"]["bytes"].as_u64().unwrap() > 100_000, "the body went out: {exit}");
     assert!(exit["impairment"].is_null() && exit["error"].is_null(), "{exit}");

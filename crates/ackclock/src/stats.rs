@@ -120,6 +120,13 @@ counters! {
         icmp_unreachable_sent,
         /// ICMP errors not sent because of the rate limit (Linux's `icmp_ratelimit`).
         icmp_rate_limited,
+        /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
+        syn_cookies_sent,
+        /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.
+        syn_cookies_validated,
+        /// TIME-WAIT entries dropped before their 2 MSL because the table was full
+        /// (`TcpConfig::max_time_wait`).
+        time_wait_overflow,
     }
     drops {
         /// A frame or header failed to parse.
@@ -142,6 +149,9 @@ counters! {
         BadAck => drops_bad_ack,
         /// A SYN to a listener whose SYN or accept queue is full.
         ListenOverflow => drops_listen_overflow,
+        /// An ACK to a listener that sent SYN cookies lately whose cookie did not verify
+        /// (wrong, forged or expired): the SYN cookies that failed (answered with RST).
+        BadCookie => drops_bad_cookie,
         /// No buffer left in the pool.
         NoBuffer => drops_no_buffer,
         /// The receive queue hit its buffer-count bound.

@@ -8,7 +8,7 @@
 
 mod common;
 
-use ackclock::tcp::{State, TcpConfig};
+use ackclock::tcp::{State, SynCookies, TcpConfig};
 use ackclock::time::Duration;
 use ackclock::{Error, ListenerHandle, Shutdown, TcpHandle};
 use common::script::*;
@@ -920,12 +920,13 @@ fn synack_with_bad_ack_draws_rst() {
 
 // ---- Rule 10: listen queues. ----
 
-/// Linux behaviour (`tcp_conn_request` without SYN cookies), no RFC rule: RFC 9293
-/// §3.10.7.2 does not bound the SYN queue. With backlog 2, a third concurrent SYN is
-/// dropped silently (counted), and once a slot frees up its retransmission is answered.
+/// Linux behaviour (`tcp_conn_request` without SYN cookies, `tcp_syncookies` = 0), no RFC
+/// rule: RFC 9293 §3.10.7.2 does not bound the SYN queue. With backlog 2, a third
+/// concurrent SYN is dropped silently (counted), and once a slot frees up its
+/// retransmission is answered. (With SYN cookies, the default, see tcp_syncookie.rs.)
 #[test]
 fn syn_beyond_backlog_is_dropped_silently() {
-    let mut t = Script::new(tcp_config());
+    let mut t = Script::new(config(|c| c.syn_cookies = SynCookies::Never));
     let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 2).unwrap();
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40001));
     t.inject(0, seg("S").seq(PEER_ISS).win(WIN).mss(1460).peer_port(40002));

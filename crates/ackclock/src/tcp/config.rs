@@ -21,6 +21,19 @@ impl Default for KeepAlive {
     }
 }
 
+/// When a listener answers a SYN with a SYN cookie (RFC 4987 §3.6) instead of holding a
+/// SYN-RECEIVED connection; Linux's `tcp_syncookies` 0, 1 and 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SynCookies {
+    /// Never: a SYN to a full SYN queue is dropped.
+    Never,
+    /// When the listener's SYN queue is full (the default, as Linux's).
+    #[default]
+    WhenFull,
+    /// For every SYN: no SYN-RECEIVED state at all.
+    Always,
+}
+
 /// TCP configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {
@@ -78,7 +91,15 @@ pub struct TcpConfig {
     /// does since 4.7, so that the count left cannot serve as a side channel
     /// (CVE-2016-5696).
     pub challenge_ack_limit: u32,
-    /// Connections the stack holds at most, TIME_WAIT included. The connection table is
+    /// SYN cookies (RFC 4987 §3.6). A SYN to a full accept queue is dropped whatever this
+    /// says, as Linux drops it.
+    pub syn_cookies: SynCookies,
+    /// Compact TIME-WAIT entries the stack holds at most (Linux's `tcp_max_tw_buckets`),
+    /// apart from `max_connections`: a connection the application has closed leaves its
+    /// slot when it reaches TIME-WAIT. Past the limit the oldest entry is dropped early
+    /// (counted in `time_wait_overflow`); 0 keeps no TIME-WAIT for closed connections.
+    pub max_time_wait: usize,
+    /// Connections the stack holds at most, TIME_WAIT of connections still held included. The connection table is
     /// sized for it up front.
     pub max_connections: usize,
     /// Ephemeral ports for active opens (RFC 6056; IANA's range by default).
@@ -112,7 +133,9 @@ impl Default for TcpConfig {
             initial_window: 10,
             congestion: Algorithm::NewReno,
             challenge_ack_limit: 1000,
+            syn_cookies: SynCookies::WhenFull,
             max_connections: 4096,
+            max_time_wait: 65536,
             ephemeral_ports: (49152, 65535),
             tso: true,
         }

@@ -2,8 +2,8 @@
 //! prediction, the full path), `output` (what to send), `timer` (what time does), `table`
 //! (the connection table, as `in_pcb.c`), `usrreq` (the protocol side of the user requests,
 //! as `tcp_usrreq.c`), plus the connection control block (`tcb`), the RTO estimator
-//! ([`rtt`]), the out-of-order queue (`reasm`), sequence numbers ([`seq`]), the timing wheel
-//! (`wheel`) and congestion control ([`cc`]).
+//! ([`rtt`]), the out-of-order queue (`reasm`), sequence numbers ([`seq`]), SYN cookies
+//! (`syncookie`), compact TIME-WAIT (`timewait`), the timing wheel (`wheel`) and congestion control ([`cc`]).
 //!
 //! This module owns every connection of a stack. Lookups go through a one-entry last-hit
 //! cache (BSD's `tcp_last_inpcb`), then a keyed hash of the 4-tuple; listeners are found by
@@ -44,9 +44,11 @@ pub mod rtt;
 pub(crate) mod rxq;
 pub mod seq;
 pub mod stats;
+pub(crate) mod syncookie;
 pub(crate) mod table;
 pub(crate) mod tcb;
 pub(crate) mod timer;
+pub(crate) mod timewait;
 pub mod trace;
 pub(crate) mod usrreq;
 #[cfg(feature = "internals")]
@@ -55,7 +57,7 @@ pub mod wheel;
 #[allow(dead_code)] // its inspection methods serve the tests and benches
 pub(crate) mod wheel;
 
-pub use config::{KeepAlive, SocketOptions, TcpConfig};
+pub use config::{KeepAlive, SocketOptions, SynCookies, TcpConfig};
 pub use seq::SeqNumber;
 pub use stats::{ConnStats, Counters, DropReason, TcpInfo};
 use table::LastHit;
@@ -99,6 +101,9 @@ pub struct Tcp {
     isn: IsnGenerator,
     ports: PortAllocator,
     ts_key: [u64; 2],
+    cookies: syncookie::CookieKey,
+    /// Compact TIME-WAIT entries, apart from the connection slots.
+    tw: timewait::TimeWaitTable,
     pub(crate) counters: Counters,
     challenge: ChallengeLimiter,
     pub(crate) trace: trace::Trace,
@@ -140,6 +145,8 @@ impl Tcp {
             isn: IsnGenerator::new(hash::derive_key(seed, 3)),
             ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
             ts_key: hash::derive_key(seed, 5),
+            cookies: syncookie::CookieKey::new(hash::derive_key(seed, 7)),
+            tw: timewait::TimeWaitTable::new(hash::derive_key(seed, 8)),
             counters: Counters::default(),
             challenge: ChallengeLimiter::new(hash::derive_key(seed, 6)),
             trace: trace::Trace::default(),
@@ -166,14 +173,16 @@ impl Tcp {
         &self.counters
     }
 
-    /// Connections held, TIME-WAIT and closed-but-unreleased included.
+    /// Connections held, TIME-WAIT (compact entries included) and closed-but-unreleased
+    /// included.
     pub fn connections(&self) -> usize {
-        self.live
+        self.live + self.tw.len()
     }
 
     /// Run the timers that are due.
     pub(crate) fn run_timers(&mut self, now: Instant, io: Io<'_>) {
         let Io { pool, iface, tx } = io;
+        self.expire_time_wait(now);
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, |k| expired.push(k));
         for &idx in &expired {
@@ -222,7 +231,11 @@ impl Tcp {
                 tcb.dirty = true;
                 starved = Some(idx);
             }
+            let time_wait = tcb.state == State::TimeWait && !tcb.dirty;
             self.rearm(idx);
+            if time_wait {
+                self.compact_time_wait(now, idx);
+            }
         }
         // What the full device queue left for next time stays dirty.
         self.dirty.drain(..i);
@@ -256,7 +269,10 @@ impl Tcp {
         if !self.dirty.is_empty() {
             return Some(now);
         }
-        self.wheel.next_deadline()
+        match (self.wheel.next_deadline(), self.tw.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

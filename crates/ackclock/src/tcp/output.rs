@@ -340,7 +340,7 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
 /// The window to advertise, as the header field, and the new right edge. Receiver SWS
 /// avoidance (RFC 9293 §3.8.6.2.2): the right edge moves only by min(buffer/2, MSS) or
 /// more, and never moves left.
-fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
+pub(crate) fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
     let space = tcb.rcv_space() as u32;
     let mut right = tcb.rcv_nxt + space;
     let threshold = ((tcb.opts.recv_buffer / 2) as u32).min(tcb.rcv_mss() as u32);
@@ -511,6 +511,48 @@ fn send_syn(env: &mut Env, tcb: &mut Tcb) {
     // The handshake's retransmissions are bounded by their retry count, not by the user
     // timeout, so no retransmission episode starts here.
     tcb.timers.rexmt.get_or_insert(env.now + tcb.rtt.rto());
+}
+
+/// A segment that no connection stands behind: a SYN cookie's SYN-ACK (RFC 4987 §3.6), or
+/// the ACK of a compact TIME-WAIT entry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stateless {
+    pub seq: SeqNumber,
+    pub ack: SeqNumber,
+    pub flags: TcpFlags,
+    pub window: u16,
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack: bool,
+    pub ts: Option<(u32, u32)>,
+}
+
+/// Send `s` on `tuple`. Returns whether it went out.
+pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, s: &Stateless) -> bool {
+    let Ok(mut buf) = env.pool.alloc() else {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    };
+    let h = Hdr {
+        seq: s.seq,
+        ack: s.ack,
+        flags: s.flags,
+        window: s.window,
+        mss: s.mss,
+        wscale: s.wscale,
+        sack_permitted: s.sack,
+        ts: s.ts,
+        sack: SackBlocks::new(),
+    };
+    if prepend_tcp(&mut buf, &tuple, &h, Some(0)).is_err() {
+        env.counters.drop(DropReason::NoBuffer);
+        return false;
+    }
+    let sent = ship(env, tuple, &mut None, buf);
+    if sent {
+        env.counters.segs_out += 1;
+    }
+    sent
 }
 
 /// RFC 6298 §5.1: something is in flight; start the retransmission timer unless it runs,

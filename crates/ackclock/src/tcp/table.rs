@@ -35,6 +35,9 @@ pub(crate) struct Listener {
     /// Live entries of `accept`: what the backlog bounds and the application can accept.
     pub ready: usize,
     pub opts: SocketOptions,
+    /// When it last answered a SYN with a SYN cookie: until a few minutes after, bare ACKs
+    /// that find no connection are checked as cookies.
+    pub last_cookie: Option<Instant>,
 }
 
 /// The connection cache: the last connection a segment was found for, keyed by the
@@ -128,28 +131,47 @@ impl Tcp {
         }
     }
 
-    /// A new TCB for `tuple` in `state`.
-    pub(crate) fn new_tcb(&self, now: Instant, tuple: FourTuple, opts: SocketOptions, mtu: usize, state: State) -> Tcb {
+    /// The MSS we advertise on a device with this MTU.
+    pub(super) fn rmss(&self, mtu: usize) -> u16 {
         // RFC 9293 §3.7.1: the MSS follows from the MTU (less 40 bytes of IPv4 and TCP
         // headers). An override may only lower it (as Linux's TCP_MAXSEG): it bounds our
         // segments too, and a segment larger than the device carries would be lost for good
         // (DF is set, and we drop fragments ourselves).
         let mtu_mss = mtu.saturating_sub(40).clamp(64, u16::MAX as usize) as u16;
-        let rmss = self.config.mss.map_or(mtu_mss, |m| m.clamp(64, mtu_mss));
-        // RFC 7323 §2.3: the smallest shift that lets the window cover the buffer.
+        self.config.mss.map_or(mtu_mss, |m| m.clamp(64, mtu_mss))
+    }
+
+    /// Our window-scale shift for a socket with `opts`: RFC 7323 §2.3, the smallest shift
+    /// that lets the window cover the buffer.
+    pub(super) fn rcv_wscale(&self, opts: &SocketOptions) -> u8 {
         let mut wscale = 0u8;
         if self.config.window_scaling {
             while wscale < 14 && (opts.recv_buffer >> wscale) > u16::MAX as usize {
                 wscale += 1;
             }
         }
+        wscale
+    }
+
+    /// The offset of our timestamp clock towards the peer of `tuple`: a keyed hash of the
+    /// two addresses, as Linux's `secure_tcp_ts_off`. Not per connection: the TSvals one
+    /// host sends another then grow across connections, so that a SYN meeting its 4-tuple
+    /// in TIME-WAIT passes PAWS and its newer timestamp can reopen it (RFC 6191); nor
+    /// one clock for all peers, which would tell each peer our uptime (RFC 7323 §7.1).
+    pub(super) fn ts_offset(&self, tuple: &FourTuple) -> u32 {
+        use core::hash::Hasher;
+        let mut h = hash::SipHasher24::new(self.ts_key);
+        h.write(&tuple.local_addr.octets());
+        h.write(&tuple.remote_addr.octets());
+        h.finish() as u32
+    }
+
+    /// A new TCB for `tuple` in `state`.
+    pub(crate) fn new_tcb(&self, now: Instant, tuple: FourTuple, opts: SocketOptions, mtu: usize, state: State) -> Tcb {
+        let rmss = self.rmss(mtu);
+        let wscale = self.rcv_wscale(&opts);
         let iss = self.isn.isn(now, (tuple.local_addr, tuple.local_port), (tuple.remote_addr, tuple.remote_port));
-        let ts_offset = {
-            use core::hash::Hasher;
-            let mut h = hash::SipHasher24::new(self.ts_key);
-            h.write_u32(iss.0);
-            h.finish() as u32
-        };
+        let ts_offset = self.ts_offset(&tuple);
         let eff = rmss - if self.config.timestamps { 12 } else { 0 };
         Tcb {
             state,

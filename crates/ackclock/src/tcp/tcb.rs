@@ -275,7 +275,7 @@ pub(crate) struct Tcb {
     pub ts_enabled: bool,
     pub ts_recent: u32,
     pub ts_recent_age: Instant,
-    /// Timestamp clock offset, so that our TSvals start at a per-connection random value.
+    /// Timestamp clock offset towards this peer (see `Tcp::ts_offset`).
     pub ts_offset: u32,
     pub sack_enabled: bool,
     /// ACK number of the last segment we sent (RFC 7323 §4.3's Last.ACK.sent).

@@ -85,6 +85,7 @@ impl Tcp {
             accept: VecDeque::new(),
             ready: 0,
             opts,
+            last_cookie: None,
         };
         let idx = match self.listeners.iter().position(|l| l.is_none()) {
             Some(i) => i,
@@ -151,18 +152,19 @@ impl Tcp {
         let tuple_for = |port| FourTuple { local_addr, local_port: port, remote_addr: remote.0, remote_port: remote.1 };
         let port = match local_port {
             Some(p) => {
-                if self.table.contains_key(&tuple_for(p)) {
+                if self.table.contains_key(&tuple_for(p)) || self.tw.contains(&tuple_for(p)) {
                     return Err(RequestError::AddrInUse);
                 }
                 p
             }
             None => {
-                let table = &self.table;
+                let (table, tw) = (&self.table, &self.tw);
                 let listeners = &self.listen_table;
                 self.ports
                     .candidates(local_addr, remote)
                     .find(|&p| {
                         !table.contains_key(&tuple_for(p))
+                            && !tw.contains(&tuple_for(p))
                             && !listeners.contains_key(&(local_addr, p))
                             && !listeners.contains_key(&(Ipv4Addr::UNSPECIFIED, p))
                     })
@@ -437,6 +439,8 @@ impl Tcp {
                     tcb.timers.keepalive = Some(now + fin_wait_2_timeout);
                     self.rearm(idx);
                 }
+                // Nobody holds it now: TIME-WAIT goes on as a compact entry.
+                State::TimeWait => self.compact_time_wait(now, idx),
                 _ => {}
             }
         }

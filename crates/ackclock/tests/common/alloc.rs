@@ -26,6 +26,20 @@ thread_local! {
     /// Set while the allocator itself allocates (capturing a backtrace): not counted.
     static IN_TRACE: Cell<bool> = const { Cell::new(false) };
     static TRACES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// Bytes this thread allocated less those it freed.
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Bytes this thread has allocated and not freed (frees by other threads of this thread's
+/// blocks are not seen: for single-threaded measurements).
+pub fn live_bytes() -> i64 {
+    LIVE.with(|c| c.get())
+}
+
+fn live(delta: i64) {
+    if !IN_TRACE.try_with(|t| t.get()).unwrap_or(true) {
+        let _ = LIVE.try_with(|c| c.set(c.get() + delta));
+    }
 }
 
 /// Allocations this thread has made so far (`alloc`, `alloc_zeroed` and `realloc` calls).
@@ -68,17 +82,21 @@ fn count(layout: Layout) {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout);
+        live(layout.size() as i64);
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count(layout);
+        live(layout.size() as i64);
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-(layout.size() as i64));
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(Layout::from_size_align(new_size, layout.align()).unwrap_or(layout));
+        live(new_size as i64 - layout.size() as i64);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }

@@ -36,7 +36,7 @@ pub(crate) use fast::*;
 pub(crate) use slow::*;
 
 use super::tcb::Unverified;
-use super::{output, timer, trace, DropReason, FourTuple, Io, SeqNumber, State, Tcp};
+use super::{output, timer, trace, DropReason, FourTuple, Io, SeqNumber, State, SynCookies, Tcp};
 use crate::buf::PBuf;
 use crate::iface::TcpIngress;
 use crate::time::Instant;
@@ -194,7 +194,11 @@ impl Tcp {
         let _ = segment.trim_front(hdr_len);
         match idx {
             Some(i) => self.connection_input(now, i, &seg, segment, unverified, io),
-            None => self.no_connection(now, &seg, None, io),
+            None => match self.tw.find(&tuple) {
+                Some(i) => self.time_wait_input(now, i, &seg, io),
+                None if self.cookie_ack_candidate(now, &seg) => self.syn_cookie_ack(now, &seg, segment, io),
+                None => self.no_connection(now, &seg, None, io),
+            },
         }
     }
 
@@ -301,9 +305,20 @@ impl Tcp {
             return;
         }
         let Some(l) = self.listeners.get(lidx as usize).and_then(|l| l.as_ref()) else { return };
-        // Linux drops the SYN when either queue is full (no SYN cookies here).
-        if l.syn_received >= l.backlog || l.ready >= l.backlog {
+        // Linux (`tcp_conn_request`): a full accept queue drops the SYN; a full SYN queue
+        // drops it too, unless SYN cookies stand in for the queue (RFC 4987 §3.6).
+        let syn_queue_full = l.syn_received >= l.backlog;
+        let cookie = match self.config.syn_cookies {
+            SynCookies::Never => false,
+            SynCookies::WhenFull => syn_queue_full,
+            SynCookies::Always => true,
+        };
+        if l.ready >= l.backlog || (syn_queue_full && !cookie) {
             env.counters.drop(DropReason::ListenOverflow);
+            return;
+        }
+        if cookie {
+            self.send_syn_cookie(now, lidx, seg, Io { pool, iface, tx });
             return;
         }
         let opts = l.opts;
