@@ -7,8 +7,9 @@
 //!
 //! [`Lro`] holds at most [`FLOWS`] flows, each at most [`MAX_SEGS`] segments (Linux GRO and
 //! gVisor hold about as many), allocated when the stack is made. `Stack::receive` offers it
-//! every frame of a batch that passed `Interface::common_tcp` (untagged or 802.1Q-tagged
-//! Ethernet, a 20-byte IPv4 header, no fragment, TCP, ours) and flushes every flow at the
+//! every frame of a batch that passed `Interface::common_tcp` (untagged Ethernet, a
+//! 20-byte IPv4 header, no fragment, TCP, ours; an 802.1Q-tagged frame takes the ordinary
+//! path and is not aggregated) and flushes every flow at the
 //! end of the batch, so aggregation never holds a segment past the batch it came in.
 //!
 //! # What merges
@@ -208,6 +209,9 @@ struct Flow {
     /// Segments or ACKs the aggregate stands for.
     n: usize,
     ing: TcpIngress,
+    /// ACKs: the connection's SND.MAX, once the first merge found the connection in the
+    /// state header prediction takes (which holds until the flush).
+    snd_max: u32,
 }
 
 /// What the stack does with a frame it offered.
@@ -267,6 +271,7 @@ impl Lro {
                 acks: [0; MAX_SEGS],
                 n: 0,
                 ing: TcpIngress::new([0; 4].into(), [0; 4].into(), 0, false),
+                snd_max: 0,
             })
             .collect();
         Lro { on, flows, used: 0, victim: 0 }
@@ -362,7 +367,7 @@ impl Lro {
                     || SeqNumber(h.ack) <= SeqNumber(f.last.ack)
                     || !ts_follows(f.last.ts, h.ts, false)
                     || (!ing.checksum_ok && !ack_checks(&frame, f.off, &ing))
-                    || !tcp.ack_mergeable(f.addrs, f.ports, &f.last, &h)
+                    || !predicted_ack(tcp, f, &h)
                 {
                     Flush::Other
                 } else {
@@ -434,6 +439,20 @@ impl Lro {
     }
 }
 
+/// Whether the connection takes both the held ACK and `new` by header prediction: asked of
+/// the connection at the first merge; later merges of the flow need only check SND.MAX, as
+/// nothing else touches the connection before the flush.
+#[inline]
+fn predicted_ack(tcp: &mut Tcp, f: &mut Flow, new: &Head) -> bool {
+    if f.n == 1 {
+        match tcp.ack_mergeable(f.addrs, f.ports, &f.last, new) {
+            Some(snd_max) => f.snd_max = snd_max.0,
+            None => return false,
+        }
+    }
+    SeqNumber(new.ack) <= SeqNumber(f.snd_max)
+}
+
 /// Whether a segment's timestamps may follow the previous one's in an aggregate: both or
 /// neither; TSval not decreasing; for data also the same TSecr (an ACK's TSecr moves on).
 fn ts_follows(prev: Option<(u32, u32)>, next: Option<(u32, u32)>, same_ecr: bool) -> bool {
@@ -455,16 +474,17 @@ impl Tcp {
     /// Whether the connection of a held pure ACK `old` is in the state header prediction
     /// takes for both `old` and `new`: established, not recovering or counting duplicate
     /// ACKs, the same predicted flags word, and each ACK acknowledging new data.
-    fn ack_mergeable(&mut self, addrs: u64, ports: u32, old: &Head, new: &Head) -> bool {
-        let Some(idx) = self.lookup_wire(addrs, ports) else { return false };
-        let Some(tcb) = self.tcb(idx) else { return false };
+    /// Returns SND.MAX when it is.
+    fn ack_mergeable(&mut self, addrs: u64, ports: u32, old: &Head, new: &Head) -> Option<SeqNumber> {
+        let idx = self.lookup_wire(addrs, ports)?;
+        let tcb = self.tcb(idx)?;
         let word_ok = |h: &Head| h.word & fmask_wire() == tcb.pred_flags;
-        word_ok(old)
+        let ok = word_ok(old)
             && word_ok(new)
             && SeqNumber(old.seq) == tcb.rcv_nxt
             && tcb.snd_una < SeqNumber(old.ack)
-            && SeqNumber(new.ack) <= tcb.snd_max
-            && old.ts.is_none_or(|(v, _)| !ts_older(v, tcb.ts_recent))
+            && old.ts.is_none_or(|(v, _)| !ts_older(v, tcb.ts_recent));
+        ok.then_some(tcb.snd_max)
     }
 
     /// Process a flushed aggregate of two or more segments once. `false` (nothing changed)
