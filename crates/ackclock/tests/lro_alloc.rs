@@ -51,7 +51,7 @@ impl Rig {
             c,
             s: None,
             now,
-            src: (0..65536u32).map(|i| (i * 7 >> 3) as u8).collect(),
+            src: (0..65536u32).map(|i| ((i * 7) >> 3) as u8).collect(),
             dst: vec![0; 65536],
             sent: 0,
             got: 0,

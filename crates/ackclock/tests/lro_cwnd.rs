@@ -66,7 +66,10 @@ impl Peer {
 
 /// Rounds of 10 ms: the stack sends what it may, the peer's ACKs for it come back as one
 /// batch. Returns per round (cwnd, ssthresh, the segments sent as (seq, len)).
-fn run(on: Aggregation, rounds: usize, lose_seq: &[u32]) -> (Vec<(u32, u32, Vec<(u32, usize)>)>, u64, u64) {
+/// Per round: cwnd, ssthresh, and the segments sent as (seq, len).
+type Trajectory = Vec<(u32, u32, Vec<(u32, usize)>)>;
+
+fn run(on: Aggregation, rounds: usize, lose_seq: &[u32]) -> (Trajectory, u64, u64) {
     let mut t = Script::new(TcpConfig::default());
     t.stack.set_aggregation(on);
     let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
