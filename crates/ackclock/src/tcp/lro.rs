@@ -44,7 +44,6 @@ use crate::buf::PBuf;
 use crate::iface::TcpIngress;
 use crate::stats::Counters;
 use crate::time::Instant;
-use crate::wire::checksum;
 use crate::wire::tcp::TS_ONLY_PREFIX;
 
 /// Flows the table holds at once.
@@ -212,6 +211,9 @@ struct Flow {
     /// ACKs: the connection's SND.MAX, once the first merge found the connection in the
     /// state header prediction takes (which holds until the flush).
     snd_max: u32,
+    /// ACKs: the connection's pseudo-header sum (Jacobson 1993's `ph_sum`), for checking a
+    /// merged ACK's checksum in a few words.
+    ph_sum: u16,
 }
 
 /// What the stack does with a frame it offered.
@@ -251,6 +253,8 @@ pub struct Lro {
     used: u32,
     /// The slot the next new flow takes when the table is full (round robin).
     victim: usize,
+    /// The slot last offered a frame.
+    last: usize,
 }
 
 impl Lro {
@@ -272,9 +276,10 @@ impl Lro {
                 n: 0,
                 ing: TcpIngress::new([0; 4].into(), [0; 4].into(), 0, false),
                 snd_max: 0,
+                ph_sum: 0,
             })
             .collect();
-        Lro { on, flows, used: 0, victim: 0 }
+        Lro { on, flows, used: 0, victim: 0, last: 0 }
     }
 
     /// Whether any kind of aggregation is on.
@@ -293,11 +298,15 @@ impl Lro {
     pub(crate) fn offer(&mut self, tcp: &mut Tcp, ing: TcpIngress, off: usize, frame: PBuf) -> Step {
         let Some(h) = head(frame.data(), off, &ing) else { return self.pass_flushing(ing.addr_key(), 0, frame) };
         let addrs = ing.addr_key();
+        let hit = |f: &Flow| f.used && f.addrs == addrs && f.ports == h.ports;
         let slot = match self.used {
             0 => None,
-            _ => self.flows.iter().position(|f| f.used && f.addrs == addrs && f.ports == h.ports),
+            // Most batches hold one flow: the last one offered to, first.
+            _ if hit(&self.flows[self.last]) => Some(self.last),
+            _ => self.flows.iter().position(hit),
         };
         if let Some(s) = slot {
+            self.last = s;
             return self.offer_to(tcp, s, ing, h, frame);
         }
         self.start(tcp, ing, off, h, frame)
@@ -366,8 +375,7 @@ impl Lro {
                 } else if h.seq != f.last.seq
                     || SeqNumber(h.ack) <= SeqNumber(f.last.ack)
                     || !ts_follows(f.last.ts, h.ts, false)
-                    || (!ing.checksum_ok && !ack_checks(&frame, f.off, &ing))
-                    || !predicted_ack(tcp, f, &h)
+                    || !predicted_ack(tcp, f, &h, &frame, &ing)
                 {
                     Flush::Other
                 } else {
@@ -396,8 +404,9 @@ impl Lro {
             return Step::Pass(frame);
         }
         let kind = if h.len == 0 {
-            // Only a verified ACK is held: a merged ACK's checksum is never looked at again.
-            if !self.on.acks || (!ing.checksum_ok && !ack_checks(&frame, off, &ing)) {
+            // Its checksum is checked when something merges into it (a merged ACK's is never
+            // looked at again); alone, it takes the ordinary path, which checks it.
+            if !self.on.acks {
                 return Step::Pass(frame);
             }
             Kind::Ack
@@ -426,6 +435,7 @@ impl Lro {
         f.ing = ing;
         f.frames.push(frame);
         self.used |= 1 << s;
+        self.last = s;
         Step::Held
     }
 
@@ -442,15 +452,19 @@ impl Lro {
 /// Whether the connection takes both the held ACK and `new` by header prediction: asked of
 /// the connection at the first merge; later merges of the flow need only check SND.MAX, as
 /// nothing else touches the connection before the flush.
+/// Without the device's word for it, both ACKs' checksums are checked here, in software.
 #[inline]
-fn predicted_ack(tcp: &mut Tcp, f: &mut Flow, new: &Head) -> bool {
+fn predicted_ack(tcp: &mut Tcp, f: &mut Flow, new: &Head, frame: &PBuf, ing: &TcpIngress) -> bool {
     if f.n == 1 {
         match tcp.ack_mergeable(f.addrs, f.ports, &f.last, new) {
-            Some(snd_max) => f.snd_max = snd_max.0,
+            Some((snd_max, ph_sum)) => (f.snd_max, f.ph_sum) = (snd_max.0, ph_sum),
             None => return false,
         }
+        if !f.checksum_ok && !f.frames.first().is_some_and(|h| ack_checks(f.ph_sum, h, f.off, &f.ing)) {
+            return false;
+        }
     }
-    SeqNumber(new.ack) <= SeqNumber(f.snd_max)
+    (f.checksum_ok || ack_checks(f.ph_sum, frame, f.off, ing)) && SeqNumber(new.ack) <= SeqNumber(f.snd_max)
 }
 
 /// Whether a segment's timestamps may follow the previous one's in an aggregate: both or
@@ -463,19 +477,20 @@ fn ts_follows(prev: Option<(u32, u32)>, next: Option<(u32, u32)>, same_ecr: bool
     }
 }
 
-/// A pure ACK's checksum, in software: the pseudo-header and the header it is made of.
-fn ack_checks(frame: &PBuf, off: usize, ing: &TcpIngress) -> bool {
+/// A pure ACK's checksum, in software: the connection's pseudo-header sum and the header's
+/// words (a pure ACK is all header).
+#[inline]
+fn ack_checks(ph_sum: u16, frame: &PBuf, off: usize, ing: &TcpIngress) -> bool {
     let Some(seg) = frame.data().get(off..off + ing.len as usize) else { return false };
-    let ph = crate::iface::tcp_pseudo_sum(ing.src(), ing.dst(), seg.len());
-    checksum::add(ph, checksum::sum(seg)) == 0xffff
+    (seg.len() == 20 || seg.len() == 32) && header_sum(ph_sum, seg, seg.len()) == 0xffff
 }
 
 impl Tcp {
     /// Whether the connection of a held pure ACK `old` is in the state header prediction
     /// takes for both `old` and `new`: established, not recovering or counting duplicate
     /// ACKs, the same predicted flags word, and each ACK acknowledging new data.
-    /// Returns SND.MAX when it is.
-    fn ack_mergeable(&mut self, addrs: u64, ports: u32, old: &Head, new: &Head) -> Option<SeqNumber> {
+    /// Returns SND.MAX and the pseudo-header sum when it is.
+    fn ack_mergeable(&mut self, addrs: u64, ports: u32, old: &Head, new: &Head) -> Option<(SeqNumber, u16)> {
         let idx = self.lookup_wire(addrs, ports)?;
         let tcb = self.tcb(idx)?;
         let word_ok = |h: &Head| h.word & fmask_wire() == tcb.pred_flags;
@@ -484,7 +499,7 @@ impl Tcp {
             && SeqNumber(old.seq) == tcb.rcv_nxt
             && tcb.snd_una < SeqNumber(old.ack)
             && old.ts.is_none_or(|(v, _)| !ts_older(v, tcb.ts_recent));
-        ok.then_some(tcb.snd_max)
+        ok.then_some((tcb.snd_max, tcb.ph_sum))
     }
 
     /// Process a flushed aggregate of two or more segments once. `false` (nothing changed)
