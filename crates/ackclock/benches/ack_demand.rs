@@ -61,7 +61,7 @@ fn sender_round(s: &mut Sender, now: Instant) {
     s.a.receive(now, s.da);
     while s.sent < s.len {
         let off = s.sent % (s.src.len() / 2);
-        let n = (s.len - s.sent).min(65536);
+        let n = (s.len - s.sent).min(65521);
         match s.a.tcp_send(s.c, &s.src[off..off + n]) {
             Ok(0) | Err(_) => break,
             Ok(k) => s.sent += k,
