@@ -453,3 +453,41 @@ fn merged_ack_buffers_return_to_the_pool() {
     // The four ACK buffers are back, and the four acknowledged segments' too.
     assert_eq!(t.stack.pool().available(), before + 4);
 }
+
+// ---------------------------------------------------------------------------------------
+// Frame lengths
+// ---------------------------------------------------------------------------------------
+
+/// A frame longer than its IPv4 total length (Ethernet padding, here six non-zero bytes)
+/// is read to the IP length: it merges like the others and its padding never reaches the
+/// application. The checksum here is verified in software over the IP length only; no
+/// device of this stack vouches for a sum over the whole frame, so there is no padding
+/// whose sum a vouched checksum would include.
+#[test]
+fn padding_past_the_ip_length_is_ignored_and_the_frame_merges() {
+    let (mut t, conn) = plain();
+    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    frames[1].extend_from_slice(&[0xa5; 6]);
+    batch_raw(&mut t, 10, &frames);
+    assert_eq!((c(&t).lro_aggregates, c(&t).lro_segments), (1, 4));
+    t.expect(10, seg(".").seq(1).ack(P + 4 * MSS).win(65535));
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// 802.1Q-tagged frames are not aggregated: they take the ordinary path (its link layer
+/// reads the tag and the IP length behind it), flushing what was held first, and their
+/// bytes arrive in order.
+#[test]
+fn vlan_tagged_frames_take_the_ordinary_path_in_order() {
+    let (mut t, conn) = plain();
+    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    for f in &mut frames[2..] {
+        // Insert the tag (TPID 0x8100, VLAN 5) before the EtherType.
+        f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    }
+    batch_raw(&mut t, 10, &frames);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_other), (1, 2, 1), "{k:?}");
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
