@@ -8,10 +8,14 @@
 //! `rxpath data N` measures in-order data segments, `rxpath ack N` pure ACKs. Add
 //! `--offload` to model a device that verified checksums (no IPv4 header sum either), and
 //! `--tun` for a link without a link header (a TUN: bare IPv4 packets, no ARP).
+//! `--batch B` hands the frames over in batches of B through `Stack::process_batch`, with
+//! receive aggregation on (`--no-lro` turns it off); the count is still per original frame.
+//! In batch mode data segments carry no PSH (a bulk sender sets it at the end of a write,
+//! and PSH ends an aggregate).
 
 use ackclock::buf::{PBuf, Pool, PoolConfig};
 use ackclock::iface::InterfaceConfig;
-use ackclock::phy::Capabilities;
+use ackclock::phy::{Batch, Capabilities};
 use ackclock::time::{Duration, Instant};
 use ackclock::wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, SackBlocks, TcpFlags,
@@ -107,12 +111,47 @@ fn measured(stack: &mut Stack, now: Instant, frame: PBuf) {
     stack.process(now, frame);
 }
 
+#[inline(never)]
+fn measured_batch(stack: &mut Stack, now: Instant, batch: &mut Batch) {
+    stack.process_batch(now, batch);
+}
+
+/// Hand `frames` to the stack one by one (`batch` 0) or in batches of `batch`; `between`
+/// runs after each batch (or every 32 frames), outside the measured part.
+fn feed(stack: &mut Stack, now: Instant, frames: Vec<PBuf>, batch: usize, mut between: impl FnMut(&mut Stack)) {
+    if batch == 0 {
+        for (i, f) in frames.into_iter().enumerate() {
+            measured(stack, now, f);
+            if i % 32 == 31 {
+                between(stack);
+            }
+        }
+        return;
+    }
+    let mut b = Batch::with_capacity(batch);
+    let mut frames = frames.into_iter().peekable();
+    while frames.peek().is_some() {
+        for f in frames.by_ref().take(batch) {
+            let _ = b.push(f);
+        }
+        measured_batch(stack, now, &mut b);
+        between(stack);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("data");
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let offload = args.iter().any(|a| a == "--offload");
     let tun = args.iter().any(|a| a == "--tun");
+    let batch: usize = args
+        .iter()
+        .position(|a| a == "--batch")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let lro = !args.iter().any(|a| a == "--no-lro");
     let mut caps = if tun { Capabilities::ip(1500) } else { Capabilities::ethernet(1500) };
     caps.rx_checksum = offload;
     let mut cfg = StackConfig::new(InterfaceConfig::new(LOCAL, 24));
@@ -123,6 +162,9 @@ fn main() {
     cfg.tcp.send_buffer = 4 << 20;
     let mut now = Instant::from_secs(1);
     let mut stack = Stack::new(cfg, caps, now).unwrap();
+    // Aggregation is off by default; batches measure it on unless --no-lro.
+    let on = ackclock::tcp::Aggregation::ON;
+    stack.set_aggregation(if lro && batch > 0 { on } else { ackclock::tcp::Aggregation::OFF });
     stack.iface_mut().insert_static_neighbor(PEER, PEER_MAC);
     let peer = Peer {
         pool: Pool::new(PoolConfig { buffers: n + 64, ..Default::default() }).unwrap(),
@@ -144,19 +186,22 @@ fn main() {
 
     match mode {
         "data" => {
-            let frames: Vec<PBuf> = (0..n)
+            let flags = if batch == 0 { TcpFlags::ACK | TcpFlags::PSH } else { TcpFlags::ACK };
+            let mut frames: Vec<PBuf> = (0..n + 1)
                 .map(|i| {
                     let seq = PEER_ISS + 1 + (i * MSS) as u32;
-                    peer.frame(seq, iss + 1, TcpFlags::ACK | TcpFlags::PSH, Some((200, tsval)), None, MSS)
+                    peer.frame(seq, iss + 1, flags, Some((200, tsval)), None, MSS)
                 })
                 .collect();
-            for (i, f) in frames.into_iter().enumerate() {
-                measured(&mut stack, now, f);
-                if i % 32 == 31 {
-                    while stack.tcp_recv(conn, &mut sink).is_ok_and(|n| n > 0) {}
-                    drain(&mut stack, now);
-                }
-            }
+            // One segment first, unmeasured: its ACK carries the scaled window (a SYN's
+            // window is never scaled), which a batch of 64 segments needs.
+            stack.process(now, frames.remove(0));
+            while stack.tcp_recv(conn, &mut sink).is_ok_and(|n| n > 0) {}
+            drain(&mut stack, now);
+            feed(&mut stack, now, frames, batch, |stack| {
+                while stack.tcp_recv(conn, &mut sink).is_ok_and(|n| n > 0) {}
+                drain(stack, now);
+            });
             while stack.tcp_recv(conn, &mut sink).is_ok_and(|n| n > 0) {}
         }
         "ack" => {
@@ -176,20 +221,19 @@ fn main() {
                         peer.frame(PEER_ISS + 1, ack, TcpFlags::ACK, Some((peer_ts, s.3.unwrap_or(0))), None, 0)
                     })
                     .collect();
-                for f in frames {
-                    measured(&mut stack, now, f);
-                    acked += 1;
-                }
+                acked += frames.len();
+                feed(&mut stack, now, frames, batch, |_| {});
             }
         }
         _ => {
-            eprintln!("usage: rxpath data|ack N [--offload] [--tun]");
+            eprintln!("usage: rxpath data|ack N [--offload] [--tun] [--batch B [--no-lro]]");
             std::process::exit(2);
         }
     }
     let c = stack.counters();
     eprintln!(
-        "mode={mode} frames={n} offload={offload} tun={tun} fast_path_data={} fast_path_acks={} slow_path={}",
-        c.fast_path_data, c.fast_path_acks, c.slow_path
+        "mode={mode} frames={n} offload={offload} tun={tun} batch={batch} lro={lro} fast_path_data={} fast_path_acks={} \
+         slow_path={} lro_aggregates={} lro_segments={} lro_acks={}",
+        c.fast_path_data, c.fast_path_acks, c.slow_path, c.lro_aggregates, c.lro_segments, c.lro_acks
     );
 }

@@ -20,7 +20,8 @@ use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
 use crate::iface::{Ingress, Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET, COMMON_TCP_OFFSET_IP};
 use crate::phy::{Batch, Capabilities, Device};
 use crate::tcp::input::Fast;
-use crate::tcp::{Counters, Io, Tcp, TcpConfig};
+use crate::tcp::lro::{Flush, Lro, Step, MAX_SEGS};
+use crate::tcp::{Aggregation, Counters, Io, Tcp, TcpConfig};
 use crate::time::Instant;
 use crate::udp::{Udp, UdpConfig};
 
@@ -73,6 +74,10 @@ pub struct Stack {
     pub(crate) pool: Pool,
     pub(crate) tx: Batch,
     rx: Batch,
+    /// Receive aggregation over each batch, and the spare vector a flushed flow's frames
+    /// are swapped into.
+    lro: Lro,
+    lro_frames: Vec<PBuf>,
     /// The latest `now` a caller passed in (for socket calls, which take no time).
     pub(crate) now: Instant,
     announced: bool,
@@ -102,6 +107,8 @@ impl Stack {
             pool,
             tx: Batch::with_capacity(config.batch.max(1)),
             rx: Batch::with_capacity(config.batch.max(1)),
+            lro: Lro::new(Aggregation::default()),
+            lro_frames: Vec::with_capacity(MAX_SEGS),
             now,
             announced: false,
         })
@@ -143,6 +150,16 @@ impl Stack {
         std::mem::take(&mut self.tcp.trace.records)
     }
 
+    /// Which segments `receive` aggregates (both data and pure ACKs by default).
+    pub fn aggregation(&self) -> Aggregation {
+        self.lro.on
+    }
+
+    /// Turn receive aggregation of data and of pure ACKs on or off.
+    pub fn set_aggregation(&mut self, on: Aggregation) {
+        self.lro.on = on;
+    }
+
     /// Stack-wide counters.
     pub fn counters(&self) -> &Counters {
         &self.tcp.counters
@@ -169,6 +186,11 @@ impl Stack {
     pub fn process(&mut self, now: Instant, frame: PBuf) {
         self.advance(now);
         self.tcp.counters.frames_in += 1;
+        self.process_frame(frame);
+    }
+
+    #[inline]
+    fn process_frame(&mut self, frame: PBuf) {
         let Some(ing) = self.iface.common_tcp(&frame) else { return self.process_slow(frame) };
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         match self.tcp.fast(self.now, ing, COMMON_TCP_OFFSET, &frame, io) {
@@ -245,10 +267,68 @@ impl Stack {
     pub fn receive(&mut self, now: Instant, dev: &mut impl Device) -> usize {
         self.advance(now);
         let n = dev.receive(self.now, &mut self.rx);
-        while let Some(frame) = self.rx.pop() {
-            self.process(now, frame);
-        }
+        let mut rx = core::mem::replace(&mut self.rx, Batch::with_capacity(0));
+        self.process_batch(now, &mut rx);
+        self.rx = rx;
         n
+    }
+
+    /// Process every frame of `batch`, aggregating what [`Stack::aggregation`] allows: flows
+    /// are gathered while the batch lasts and flushed at its end (see `tcp::lro`).
+    pub fn process_batch(&mut self, now: Instant, batch: &mut Batch) {
+        self.advance(now);
+        if !self.lro.enabled() {
+            while let Some(frame) = batch.pop() {
+                self.process(now, frame);
+            }
+            return;
+        }
+        while let Some(frame) = batch.pop() {
+            self.tcp.counters.frames_in += 1;
+            self.offer(frame);
+        }
+        self.flush_all(Flush::Batch);
+    }
+
+    /// One frame of a batch, to the aggregation table or the ordinary path.
+    fn offer(&mut self, mut frame: PBuf) {
+        loop {
+            let Some(ing) = self.iface.common_tcp(&frame) else {
+                // Not a common frame: whatever it is, it goes after everything held.
+                self.flush_all(Flush::Other);
+                return self.process_frame(frame);
+            };
+            match self.lro.offer(&mut self.tcp, ing, COMMON_TCP_OFFSET, frame) {
+                Step::Held => return,
+                Step::HeldFlush(s, why) => return self.flush(s, why),
+                Step::Pass(f) => return self.process_frame(f),
+                Step::Flush(s, why, f) => {
+                    self.flush(s, why);
+                    frame = f;
+                }
+            }
+        }
+    }
+
+    fn flush_all(&mut self, why: Flush) {
+        while self.lro.held() != 0 {
+            self.flush(self.lro.held().trailing_zeros() as usize, why);
+        }
+    }
+
+    /// Flow `s` to TCP: as one aggregate when header prediction takes it, else frame by frame.
+    fn flush(&mut self, s: usize, why: Flush) {
+        why.count(&mut self.tcp.counters);
+        let mut frames = core::mem::take(&mut self.lro_frames);
+        let taken = self.lro.take(s, &mut frames);
+        if taken.n() > 1 {
+            let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+            self.tcp.aggregate(self.now, &taken, &mut frames, io);
+        }
+        for f in frames.drain(..) {
+            self.process_frame(f);
+        }
+        self.lro_frames = frames;
     }
 
     /// Run due timers and let connections send, into the transmit ring (no device).

@@ -127,6 +127,36 @@ counters! {
         /// TIME-WAIT entries dropped before their 2 MSL because the table was full
         /// (`TcpConfig::max_time_wait`).
         time_wait_overflow,
+        /// Aggregates of two or more segments or ACKs that TCP processed once (receive
+        /// aggregation, `tcp::Aggregation`).
+        lro_aggregates,
+        /// Data segments that arrived inside an aggregate.
+        lro_segments,
+        /// Pure ACKs merged into a newer one (their buffers went back to the pool at once).
+        lro_acks,
+        /// Aggregation flows flushed because the batch ended.
+        lro_flush_batch,
+        /// ... because the aggregate was full.
+        lro_flush_full,
+        /// ... because the flow table was full.
+        lro_flush_table,
+        /// ... because a segment carried PSH (merged, then flushed).
+        lro_flush_push,
+        /// ... because a segment carried SYN, FIN, RST, URG, CWR or ECE.
+        lro_flush_flags,
+        /// ... because a segment carried options other than timestamps (SACK blocks).
+        lro_flush_options,
+        /// ... because a segment was not the next in sequence (a gap or a duplicate).
+        lro_flush_order,
+        /// ... because of a duplicate ACK (never merged: fast retransmit counts them).
+        lro_flush_dupack,
+        /// ... because the window changed.
+        lro_flush_window,
+        /// ... because a segment was not of the aggregate's size.
+        lro_flush_size,
+        /// ... for any other reason (ACK number, timestamps, TOS, checksum state, a frame
+        /// that is not a common one, a connection header prediction would not take).
+        lro_flush_other,
     }
     drops {
         /// A frame or header failed to parse.

@@ -33,6 +33,7 @@ pub(crate) mod env;
 pub(crate) mod hash;
 pub(crate) mod input;
 pub(crate) mod isn;
+pub(crate) mod lro;
 pub(crate) mod output;
 #[cfg(feature = "internals")]
 pub mod reasm;
@@ -58,6 +59,7 @@ pub mod wheel;
 pub(crate) mod wheel;
 
 pub use config::{KeepAlive, SocketOptions, SynCookies, TcpConfig};
+pub use lro::Aggregation;
 pub use seq::SeqNumber;
 pub use stats::{ConnStats, Counters, DropReason, TcpInfo};
 use table::LastHit;

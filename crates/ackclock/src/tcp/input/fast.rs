@@ -113,7 +113,7 @@ pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predic
 /// order does not change a ones'-complement sum). Out of line: with the device's checksum,
 /// the fast path never needs it.
 #[inline(never)]
-fn header_sum(ph_sum: u16, seg: &[u8], hl: usize) -> u16 {
+pub(crate) fn header_sum(ph_sum: u16, seg: &[u8], hl: usize) -> u16 {
     let ne = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as u64;
     let mut words = 0;
     if let Some(h) = seg.first_chunk::<20>() {

@@ -1,0 +1,495 @@
+//! Packet-level tests of receive aggregation (the Myri10GE `inet_lro` patch, Gallatin 2008):
+//! each merge rule and each flush reason, for data at a receiver and pure ACKs at a sender.
+//! The test plays the peer (see `common/script.rs`) and hands the stack whole batches, as a
+//! device does, with `Stack::process_batch`.
+
+mod common;
+
+use ackclock::phy::Batch;
+use ackclock::tcp::{Aggregation, Counters, TcpConfig};
+use ackclock::TcpHandle;
+use common::script::*;
+use common::stream;
+use std::net::SocketAddrV4;
+
+/// The peer's first data byte.
+const P: u32 = PEER_ISS + 1;
+/// A full-sized segment without options (MSS 1460).
+const MSS: u32 = 1460;
+
+/// A connection accepted from a peer whose SYN is `syn`, aggregation set to `on`.
+fn established(on: Aggregation, syn: Seg) -> (Script, TcpHandle) {
+    let mut t = Script::new(TcpConfig::default());
+    t.stack.set_aggregation(on);
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    let c = t.accept_with(l, syn);
+    (t, c)
+}
+
+fn plain() -> (Script, TcpHandle) {
+    established(Aggregation::ON, seg("S").win(65535).mss(1460))
+}
+
+/// The payload the peer sends at `seq` (a pattern of the sequence number).
+fn payload(seq: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seq as usize + i) as u8).collect()
+}
+
+/// Hand the stack one batch of segments from the peer at `ms`.
+fn batch(t: &mut Script, ms: u64, segs: &[Seg]) {
+    let frames: Vec<Vec<u8>> = segs.iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    batch_raw(t, ms, &frames);
+}
+
+fn batch_raw(t: &mut Script, ms: u64, frames: &[Vec<u8>]) {
+    t.at_us(ms * 1000);
+    let mut b = Batch::with_capacity(frames.len().max(1));
+    for f in frames {
+        let mut buf = t.stack.pool().alloc().expect("pool");
+        buf.append(f.len()).unwrap().copy_from_slice(f);
+        b.push(buf).unwrap();
+    }
+    let now = t.now;
+    t.stack.process_batch(now, &mut b);
+}
+
+/// `n` full-sized in-order data segments from `P + from`.
+fn data(from: u32, n: u32) -> Vec<Seg> {
+    (0..n).map(|i| seg(".").seq(P + from + i * MSS).ack(1).len(MSS as usize)).collect()
+}
+
+fn recv_all(t: &mut Script, c: TcpHandle) -> Vec<u8> {
+    let mut out = vec![];
+    let mut buf = vec![0u8; 65536];
+    while let Ok(n) = t.stack.tcp_recv(c, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+/// What the peer sent from `P` on, `len` bytes of it.
+fn expected(len: u32) -> Vec<u8> {
+    payload(P, len as usize)
+}
+
+fn c(t: &Script) -> Counters {
+    *t.stack.counters()
+}
+
+// ---------------------------------------------------------------------------------------
+// Data at a receiver
+// ---------------------------------------------------------------------------------------
+
+/// Four in-order full-sized segments in one batch are one aggregate: TCP runs once and
+/// ACKs all of it at once (two or more full-sized segments owe an ACK, RFC 5681 §4.2, as
+/// Linux ACKs a GRO segment), with one ACK; the bytes are the peer's, in order.
+#[test]
+fn in_order_data_merges_into_one_aggregate_acked_at_once() {
+    let (mut t, conn) = plain();
+    batch(&mut t, 10, &data(0, 4));
+    t.expect(10, seg(".").seq(1).ack(P + 4 * MSS).win(65535));
+    t.expect_nothing(500);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_batch), (1, 4, 1));
+    assert_eq!(t.stack.tcp_info(conn).unwrap().stats.segs_in, 1 + 4, "the handshake's ACK and four segments");
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// With aggregation off the same batch runs segment by segment: the delayed-ACK rule ACKs
+/// every second segment, but the ACK is built once per batch, so the wire sees the same
+/// single ACK; no aggregate is counted.
+#[test]
+fn data_aggregation_off_processes_each_segment() {
+    let (mut t, conn) = established(Aggregation { data: false, acks: true }, seg("S").win(65535).mss(1460));
+    batch(&mut t, 10, &data(0, 4));
+    t.expect(10, seg(".").seq(1).ack(P + 4 * MSS).win(65535));
+    assert_eq!(c(&t).lro_aggregates, 0);
+    assert_eq!(c(&t).fast_path_data, 4);
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// A single segment is not an aggregate: the delayed-ACK timer runs as without aggregation
+/// (RFC 5681 §4.2): no ACK at once, one ACK when the timer fires.
+#[test]
+fn a_lone_segment_keeps_the_delayed_ack() {
+    let mut t = Script::new(TcpConfig { quick_acks: false, ..TcpConfig::default() });
+    t.stack.set_aggregation(Aggregation::ON);
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    t.accept_with(l, seg("S").win(65535).mss(1460));
+    batch(&mut t, 10, &data(0, 1));
+    t.expect_nothing(10);
+    assert_eq!(c(&t).lro_aggregates, 0);
+    let out = t.run_to(600);
+    assert_eq!(out.len(), 1, "one delayed ACK: {out:?}");
+    assert_eq!(out[0].1.ack, P + MSS);
+}
+
+/// PSH merges and ends the aggregate; the next segment starts a new one.
+#[test]
+fn psh_is_merged_and_ends_the_aggregate() {
+    let (mut t, conn) = plain();
+    let mut segs = data(0, 4);
+    segs[1].flags = ackclock::wire::TcpFlags::ACK | ackclock::wire::TcpFlags::PSH;
+    batch(&mut t, 10, &segs);
+    t.expect(10, seg(".").seq(1).ack(P + 4 * MSS).win(65535));
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_push, k.lro_flush_batch), (2, 4, 1, 1));
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// A FIN is never merged: it flushes the flow, the aggregate goes first, and the FIN
+/// segment's data and FIN follow on the full path (RFC 9293 §3.10.7.4, eighth step).
+#[test]
+fn fin_in_the_last_segment_follows_the_aggregate() {
+    let (mut t, conn) = plain();
+    let mut segs = data(0, 4);
+    segs[3].flags = ackclock::wire::TcpFlags::ACK | ackclock::wire::TcpFlags::FIN;
+    batch(&mut t, 10, &segs);
+    t.expect(10, seg(".").seq(1).ack(P + 4 * MSS + 1).win(65535));
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_flags), (1, 3, 1));
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+    assert_eq!(t.stack.tcp_info(conn).unwrap().state, ackclock::tcp::State::CloseWait);
+}
+
+/// SYN, RST and URG flush too (each counted as a flag flush); here URG, which this stack
+/// treats as ordinary data.
+#[test]
+fn urg_flushes_the_flow() {
+    let (mut t, conn) = plain();
+    let mut segs = data(0, 4);
+    segs[2].flags = ackclock::wire::TcpFlags::ACK | ackclock::wire::TcpFlags::URG;
+    batch(&mut t, 10, &segs);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_flags), (1, 2, 1));
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// A gap flushes the flow: the segments before it are one aggregate, the one after it is
+/// out of order and draws an immediate duplicate ACK (RFC 5681 §4.2) from the full path.
+#[test]
+fn a_gap_flushes_the_flow() {
+    let (mut t, _) = plain();
+    let mut segs = data(0, 2);
+    segs.extend(data(3 * MSS, 2));
+    batch(&mut t, 10, &segs);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_order), (1, 2, 1));
+    let sent = t.sent_now();
+    assert!(sent.iter().all(|s| s.ack == P + 2 * MSS), "ACKs stop at the gap: {sent:?}");
+}
+
+/// A duplicate (a segment already received in the batch) flushes the flow and is ACKed as
+/// a duplicate; the data arrives once.
+#[test]
+fn a_duplicate_flushes_the_flow() {
+    let (mut t, conn) = plain();
+    let mut segs = data(0, 3);
+    segs.insert(2, segs[1].clone());
+    batch(&mut t, 10, &segs);
+    let k = c(&t);
+    assert_eq!(k.lro_flush_order, 1);
+    assert_eq!(k.lro_segments, 2, "the first two merged; the third segment follows alone");
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(3 * MSS));
+}
+
+/// A different window flushes. The segments with the new window do not merge either: the
+/// first of them updates the send window on the full path, which header prediction would
+/// not take, so they run one by one.
+#[test]
+fn a_window_change_flushes_the_flow() {
+    let (mut t, conn) = plain();
+    let mut segs = data(0, 4);
+    segs[2] = segs[2].clone().win(30000);
+    segs[3] = segs[3].clone().win(30000);
+    batch(&mut t, 10, &segs);
+    assert_eq!((c(&t).lro_flush_window, c(&t).lro_segments), (1, 2));
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// A short segment flushes the flow (the aggregate is of one segment size) and follows
+/// on its own.
+#[test]
+fn a_short_segment_flushes_the_flow() {
+    let (mut t, conn) = plain();
+    let mut segs = data(0, 3);
+    segs.push(seg(".").seq(P + 3 * MSS).ack(1).len(700));
+    batch(&mut t, 10, &segs);
+    assert_eq!((c(&t).lro_flush_size, c(&t).lro_segments), (1, 3));
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(3 * MSS + 700));
+}
+
+/// SACK blocks in a data segment (any option but timestamps) flush the flow.
+#[test]
+fn sack_option_flushes_the_flow() {
+    let (mut t, conn) = established(Aggregation::ON, seg("S").win(65535).mss(1460).sack_ok());
+    let mut segs = data(0, 4);
+    segs[2] = segs[2].clone().sack(&[(1, 1)]);
+    batch(&mut t, 10, &segs);
+    assert_eq!((c(&t).lro_flush_options, c(&t).lro_segments), (1, 2));
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// With timestamps: TSval may rise, TSecr must stay; a TSecr change flushes (other).
+/// RFC 7323 §4.3: TS.Recent comes from the first segment, the one at Last.ACK.sent, so
+/// the ACK echoes the first TSval, as it would have without aggregation.
+#[test]
+fn timestamps_merge_with_rising_tsval_and_the_ack_echoes_the_first() {
+    let (mut t, conn) = established(Aggregation::ON, seg("S").win(65535).mss(1460).ts(100, 0));
+    let ecr = t.log[0].ts.unwrap().0;
+    let mss = MSS - 12;
+    let segs: Vec<Seg> = (0..4).map(|i| seg(".").seq(P + i * mss).ack(1).len(mss as usize).ts(200 + i, ecr)).collect();
+    batch(&mut t, 10, &segs);
+    t.expect(10, seg(".").seq(1).ack(P + 4 * mss).win(65535).ts(ANY, 200));
+    assert_eq!((c(&t).lro_aggregates, c(&t).lro_segments), (1, 4));
+    let segs: Vec<Seg> = (4..8)
+        .map(|i| seg(".").seq(P + i * mss).ack(1).len(mss as usize).ts(300, if i >= 6 { ecr + 1 } else { ecr }))
+        .collect();
+    batch(&mut t, 20, &segs);
+    assert_eq!((c(&t).lro_flush_other, c(&t).lro_segments), (1, 8));
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(8 * mss));
+}
+
+/// At most 16 segments per aggregate: the 17th starts the next one.
+#[test]
+fn a_full_aggregate_is_flushed() {
+    let (mut t, conn) = plain();
+    batch(&mut t, 10, &data(0, 20));
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_full, k.lro_flush_batch), (2, 20, 1, 1));
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(20 * MSS));
+}
+
+/// Flows of different connections aggregate side by side; a ninth flow takes a slot from
+/// one of the eight (flushed, counted).
+#[test]
+fn flows_interleave_and_a_full_table_flushes_one() {
+    let mut t = Script::new(TcpConfig::default());
+    t.stack.set_aggregation(Aggregation::ON);
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 16).unwrap();
+    let mut conns = vec![];
+    for i in 0..9u16 {
+        let syn = seg("S").win(65535).mss(1460).peer_port(41000 + i);
+        t.inject(t.ms(), syn.clone().seq(PEER_ISS));
+        // Each connection has its own ISS: ACK its SYN-ACK's number plus one.
+        let sa = t.expect(t.ms(), seg("S.").any_options().ack(PEER_ISS + 1));
+        t.inject(t.ms(), seg(".").seq(P).ack(sa.seq + 1).win(65535).peer_port(41000 + i));
+        conns.push((t.stack.tcp_accept(l).unwrap(), sa.seq + 1));
+    }
+    // Two segments of each of the first eight, interleaved; then two of the ninth.
+    let one =
+        |k: u32, i: usize| seg(".").seq(P + k * MSS).ack(conns[i].1).len(MSS as usize).peer_port(41000 + i as u16);
+    let mut segs = vec![];
+    for k in 0..2 {
+        for i in 0..8 {
+            segs.push(one(k, i));
+        }
+    }
+    segs.extend([one(0, 8), one(1, 8)]);
+    let frames: Vec<Vec<u8>> = segs
+        .iter()
+        .map(|s| {
+            // The same payload for every connection, from its own sequence numbers.
+            t.frame(s, &payload(s.seq.unwrap(), s.len))
+        })
+        .collect();
+    batch_raw(&mut t, 10, &frames);
+    let k = c(&t);
+    assert_eq!((k.lro_flush_table, k.lro_flush_batch), (1, 8), "{k:?}");
+    assert_eq!((k.lro_aggregates, k.lro_segments), (9, 18));
+    t.discard();
+    for (conn, _) in conns {
+        assert_eq!(recv_all(&mut t, conn), expected(2 * MSS));
+    }
+}
+
+/// A frame that is not a common one (here ARP) flushes every flow before it is handled.
+#[test]
+fn an_uncommon_frame_flushes_every_flow() {
+    let (mut t, conn) = plain();
+    let mut frames: Vec<Vec<u8>> = data(0, 2).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    let mut arp = frames[0].clone();
+    arp.truncate(42);
+    arp[12] = 0x08;
+    arp[13] = 0x06;
+    frames.push(arp);
+    frames.extend(data(2 * MSS, 2).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))));
+    batch_raw(&mut t, 10, &frames);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_other, k.lro_flush_batch), (2, 4, 1, 1));
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// A segment whose TCP checksum is bad (software checksum, deferred to the copy) is dropped
+/// at the copy with everything after it, and never ACKed (the deferred receive checksum of
+/// Afterburner, Dalton et al. 1993): the ACK covers only the good bytes before it.
+#[test]
+fn a_corrupted_segment_inside_an_aggregate_is_caught_at_the_copy() {
+    let (mut t, conn) = plain();
+    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    frames[2][100] ^= 0x40;
+    batch_raw(&mut t, 10, &frames);
+    assert_eq!((c(&t).lro_aggregates, c(&t).lro_segments), (1, 4));
+    assert_eq!(recv_all(&mut t, conn), expected(2 * MSS));
+    t.expect(10, seg(".").seq(1).ack(P + 2 * MSS).win(65535));
+    assert_eq!(c(&t).drops_bad_checksum, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Pure ACKs at a sender
+// ---------------------------------------------------------------------------------------
+
+/// A connection that has sent `segs` full-sized segments (the first flight).
+fn sender(on: Aggregation, segs: u32) -> (Script, TcpHandle) {
+    let (mut t, conn) = established(on, seg("S").win(65535).mss(1460));
+    let data = stream((segs * MSS) as usize, 3);
+    assert_eq!(t.stack.tcp_send(conn, &data).unwrap(), data.len());
+    let sent = t.sent_now();
+    assert_eq!(sent.len(), segs.min(10) as usize, "the initial window");
+    (t, conn)
+}
+
+fn ack(n: u32) -> Seg {
+    seg(".").seq(P).ack(1 + n * MSS).win(65535)
+}
+
+/// Consecutive advancing ACKs merge into the newest; congestion control hears each one
+/// (RFC 3465 §2.2: L = 2 SMSS per original ACK), so cwnd grows by 2 SMSS per ACK, as it
+/// would for the separate ACKs: 10 + 4 * 2 = 18 segments.
+#[test]
+fn advancing_acks_merge_and_cwnd_grows_per_original_ack() {
+    let (mut t, conn) = sender(Aggregation::ON, 40);
+    batch(&mut t, 10, &[ack(2), ack(4), ack(6), ack(8)]);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_acks, k.fast_path_acks), (1, 3, 4));
+    let info = t.stack.tcp_info(conn).unwrap();
+    assert_eq!(info.cwnd, 18 * MSS);
+    assert_eq!(info.flight, 2 * MSS);
+    // 18 - 2 in flight: 16 new segments leave.
+    assert_eq!(t.sent_now().len(), 16);
+}
+
+/// The same with aggregation off gives the same window and the same segments.
+#[test]
+fn acks_without_aggregation_grow_the_same_window() {
+    let (mut t, conn) = sender(Aggregation::OFF, 40);
+    batch(&mut t, 10, &[ack(2), ack(4), ack(6), ack(8)]);
+    assert_eq!(c(&t).lro_acks, 0);
+    let info = t.stack.tcp_info(conn).unwrap();
+    assert_eq!(info.cwnd, 18 * MSS);
+    assert_eq!(t.sent_now().len(), 16);
+}
+
+/// One ACK covering four segments is one ACK to RFC 3465: cwnd grows by 2 SMSS, not 4,
+/// with or without aggregation.
+#[test]
+fn a_stretch_ack_is_one_original_ack() {
+    let (mut t, conn) = sender(Aggregation::ON, 40);
+    batch(&mut t, 10, &[ack(4)]);
+    assert_eq!(t.stack.tcp_info(conn).unwrap().cwnd, 12 * MSS);
+}
+
+/// A duplicate ACK is never merged (fast retransmit counts them, RFC 5681 §3.2): it
+/// flushes the flow, and three of them in one batch still trigger fast retransmit of the
+/// first unacknowledged segment.
+#[test]
+fn duplicate_acks_are_never_merged_and_the_third_retransmits() {
+    let (mut t, conn) = sender(Aggregation::ON, 10);
+    batch(&mut t, 10, &[ack(1), ack(2), ack(2), ack(2), ack(2)]);
+    let k = c(&t);
+    assert_eq!((k.lro_acks, k.lro_flush_dupack), (1, 3), "{k:?}");
+    let info = t.stack.tcp_info(conn).unwrap();
+    assert_eq!(info.stats.fast_retransmits, 1);
+    let sent = t.sent_now();
+    assert_eq!(sent[0].seq, 1 + 2 * MSS, "the first unacknowledged segment again: {sent:?}");
+}
+
+/// A window change ends the merge (the newer window goes through the full path).
+#[test]
+fn a_window_change_ends_the_ack_merge() {
+    let (mut t, _) = sender(Aggregation::ON, 20);
+    batch(&mut t, 10, &[ack(2), ack(4), ack(6).win(60000), ack(8).win(60000)]);
+    let k = c(&t);
+    // ACK 6 carries the new window through the full path; ACK 8 merges with nothing: the
+    // connection predicted the old window when it arrived.
+    assert_eq!((k.lro_acks, k.lro_flush_window, k.lro_flush_other), (1, 1, 1), "{k:?}");
+}
+
+/// An ACK carrying SACK blocks ends the merge (an option other than timestamps).
+#[test]
+fn a_sack_ends_the_ack_merge() {
+    let (mut t, conn) = established(Aggregation::ON, seg("S").win(65535).mss(1460).sack_ok());
+    let data = stream(20 * MSS as usize, 3);
+    t.stack.tcp_send(conn, &data).unwrap();
+    t.discard();
+    batch(&mut t, 10, &[ack(2), ack(3), ack(3).sack(&[(1 + 4 * MSS, 1 + 5 * MSS)])]);
+    assert_eq!((c(&t).lro_acks, c(&t).lro_flush_options), (1, 1), "{:?}", c(&t));
+}
+
+/// ACK aggregation off: each ACK runs the ACK path.
+#[test]
+fn ack_aggregation_off_merges_nothing() {
+    let (mut t, _) = sender(Aggregation { data: true, acks: false }, 20);
+    batch(&mut t, 10, &[ack(2), ack(4), ack(6)]);
+    assert_eq!((c(&t).lro_acks, c(&t).fast_path_acks), (0, 3));
+}
+
+/// Each merged ACK's buffer goes back to the pool at once, not at the flush.
+#[test]
+fn merged_ack_buffers_return_to_the_pool() {
+    let (mut t, _) = sender(Aggregation::ON, 20);
+    let before = t.stack.pool().available();
+    batch(&mut t, 10, &[ack(1), ack(2), ack(3), ack(4)]);
+    assert_eq!(c(&t).lro_acks, 3);
+    // The four ACK buffers are back, and the four acknowledged segments' too.
+    assert_eq!(t.stack.pool().available(), before + 4);
+}
+
+// ---------------------------------------------------------------------------------------
+// Frame lengths
+// ---------------------------------------------------------------------------------------
+
+/// A frame longer than its IPv4 total length (Ethernet padding, here six non-zero bytes)
+/// is read to the IP length: it merges like the others and its padding never reaches the
+/// application. The checksum here is verified in software over the IP length only; no
+/// device of this stack vouches for a sum over the whole frame, so there is no padding
+/// whose sum a vouched checksum would include.
+#[test]
+fn padding_past_the_ip_length_is_ignored_and_the_frame_merges() {
+    let (mut t, conn) = plain();
+    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    frames[1].extend_from_slice(&[0xa5; 6]);
+    batch_raw(&mut t, 10, &frames);
+    assert_eq!((c(&t).lro_aggregates, c(&t).lro_segments), (1, 4));
+    t.expect(10, seg(".").seq(1).ack(P + 4 * MSS).win(65535));
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// 802.1Q-tagged frames are not aggregated: they take the ordinary path (its link layer
+/// reads the tag and the IP length behind it), flushing what was held first, and their
+/// bytes arrive in order.
+#[test]
+fn vlan_tagged_frames_take_the_ordinary_path_in_order() {
+    let (mut t, conn) = plain();
+    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    for f in &mut frames[2..] {
+        // Insert the tag (TPID 0x8100, VLAN 5) before the EtherType.
+        f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    }
+    batch_raw(&mut t, 10, &frames);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_other), (1, 2, 1), "{k:?}");
+    t.discard();
+    assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
