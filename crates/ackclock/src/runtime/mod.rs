@@ -69,7 +69,11 @@
 //! descriptor (a TAP), an eventfd that application threads and the in-memory pipe's other
 //! end signal, with the timeout of the stack's next timer ([`Stack::poll_at`]). Time is the
 //! monotonic clock, converted to the stack's [`Instant`] at the stack's own epoch. No
-//! polling loop, no busy waiting.
+//! polling loop. Over the in-memory pipe, whose frames ring the same eventfd, the thread
+//! first spins for up to 50 µs on a flag every wake sets (as Linux's `busy_poll`): a wake-up
+//! from ppoll on an idle core costs more than the usual gap between hand-offs, and spinning
+//! took one stream from 0.14x to 0.32-0.40x of the one-thread transfer. Over a TAP or TUN it
+//! does not spin, since a frame on the descriptor would wait out the spin.
 //!
 //! **Blocking.** An application thread that must wait registers on its socket and waits on
 //! the socket's condition variable with the stack's lock (one for readers and one for
@@ -442,6 +446,9 @@ impl Drop for Runtime {
     }
 }
 
+/// How long the protocol thread spins for a wake before it sleeps in ppoll.
+const SPIN: Duration = Duration::from_micros(50);
+
 /// The protocol thread: rounds of receive, process, output, transmit, sleep.
 fn protocol_thread<D: RuntimeDevice>(
     shared: Arc<Shared>,
@@ -520,6 +527,19 @@ fn protocol_thread<D: RuntimeDevice>(
             timeout = Some(timeout.unwrap_or(Duration::MAX).max(Duration::from_millis(1)));
         } else if timeout == Some(Duration::ZERO) {
             continue;
+        }
+        // Spin a little before sleeping: on two cores the reader or writer on the other one
+        // usually posts within microseconds, and a wake-up from ppoll costs more than that
+        // on an idle core (as Linux's busy polling, net.core.busy_poll). A wake rings the
+        // eventfd's flag as well as the descriptor, so the spin needs no system call.
+        if !blocked && device_fd.is_none() && timeout.is_none_or(|t| t > SPIN) {
+            let until = std::time::Instant::now() + SPIN;
+            while !shared.eventfd.rung() && std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            if shared.eventfd.rung() {
+                continue;
+            }
         }
         shared.sleeps.fetch_add(1, Ordering::Relaxed);
         if sys::wait(&fds, blocked, timeout).is_err() {

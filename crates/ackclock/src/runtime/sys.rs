@@ -5,11 +5,16 @@ use crate::phy::Wakeup;
 use core::time::Duration;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A non-blocking eventfd: [`wake`](Wakeup::wake) makes it readable until [`drain`](Self::drain).
 #[derive(Debug)]
 pub(crate) struct EventFd {
     fd: OwnedFd,
+    /// Set by every wake, cleared by drain: what a thread about to sleep can spin on
+    /// without a system call. The descriptor is written as well, always, so a sleeper in
+    /// ppoll never misses a wake; the flag only lets it skip the sleep.
+    rung: AtomicBool,
 }
 
 impl EventFd {
@@ -20,11 +25,17 @@ impl EventFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `raw` is a fresh descriptor nobody else owns.
-        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(raw) } })
+        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(raw) }, rung: AtomicBool::new(false) })
+    }
+
+    /// Whether a wake came since the last drain.
+    pub(crate) fn rung(&self) -> bool {
+        self.rung.load(Ordering::Acquire)
     }
 
     /// Reset the counter (readable again only after the next wake).
     pub(crate) fn drain(&self) {
+        self.rung.store(false, Ordering::Release);
         let mut v = 0u64;
         // SAFETY: reads 8 bytes into a u64 on the stack. EAGAIN (nothing signalled) is fine.
         unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
@@ -33,6 +44,7 @@ impl EventFd {
 
 impl Wakeup for EventFd {
     fn wake(&self) {
+        self.rung.store(true, Ordering::Release);
         let v = 1u64;
         // SAFETY: writes 8 bytes from a u64 on the stack. It fails only when the counter
         // would overflow, and then it is readable anyway.
