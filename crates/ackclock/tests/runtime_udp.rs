@@ -84,8 +84,8 @@ async fn async_ten_thousand_datagrams() {
         }
     });
     let mut buf = vec![0u8; 2048];
-    // One round trip first resolves the neighbour: while ARP runs only a few frames are
-    // parked per neighbour, so a first burst would lose some by design.
+    // One round trip first resolves the neighbour, so that the window below starts with a
+    // known one (frames parked while ARP runs are bounded: 64 per neighbour).
     client.send_to(b"hello", b_at(7)).await.unwrap();
     assert_eq!(client.recv_from(&mut buf).await.unwrap().0, 5);
     let (mut sent, mut got) = (0u32, 0u32);

@@ -17,7 +17,9 @@ pub struct ArpConfig {
     pub lifetime: Duration,
     /// Frames parked waiting for resolution, all neighbours together.
     pub pending_frames: usize,
-    /// Frames parked per neighbour (Linux `unres_qlen_bytes` is about 3 frames' worth).
+    /// Frames parked per neighbour. Linux's `unres_qlen_bytes` (212,992 bytes since 3.3)
+    /// holds about 90 full-size frames; 64 lets a first burst (a window of segments, a
+    /// train of datagrams) wait for the reply instead of losing all but a few.
     pub pending_per_neighbour: usize,
     /// Time between requests for the same address.
     pub retry: Duration,
@@ -32,8 +34,8 @@ impl Default for ArpConfig {
         ArpConfig {
             capacity: 1024,
             lifetime: Duration::from_secs(60),
-            pending_frames: 64,
-            pending_per_neighbour: 4,
+            pending_frames: 256,
+            pending_per_neighbour: 64,
             retry: Duration::from_secs(1),
             pending_timeout: Duration::from_secs(3),
         }
