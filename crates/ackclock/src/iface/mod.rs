@@ -435,22 +435,45 @@ impl Interface {
         };
         let Icmpv4Repr::EchoRequest { ident, seq_no, data } = request else { return };
         let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
-        let Ok(mut out) = pool.alloc() else {
-            counters.drop(DropReason::NoBuffer);
-            return;
-        };
-        let Ok(bytes) = out.append(reply.buffer_len()) else {
-            counters.drop(DropReason::NoBuffer);
-            return;
-        };
-        reply.emit(&mut Icmpv4Packet::new_unchecked(bytes));
         // Reply to the MAC the request came from: no ARP round trip for a ping.
         if let Some(mac) = src_mac {
             self.arp.learn(now, src_ip, mac);
         }
-        match self.encapsulate(now, &mut out, self.config.addr, src_ip, IpProtocol::ICMP, &mut None) {
-            Ok(next) => self.link_output(now, out, next, pool, tx, counters),
-            Err(_) => counters.drop(DropReason::NoBuffer),
+        self.send_icmp(now, &reply, self.config.addr, src_ip, pool, tx, counters);
+    }
+
+    /// Build `msg` in a fresh buffer and send it from `src` to `dst` (the echo reply here,
+    /// UDP's port unreachable). `false`, counted as a drop, when no buffer is free.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_icmp(
+        &mut self,
+        now: Instant,
+        msg: &crate::wire::Icmpv4Repr<'_>,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        pool: &Pool,
+        tx: &mut Batch,
+        counters: &mut Counters,
+    ) -> bool {
+        use crate::wire::Icmpv4Packet;
+        let Ok(mut out) = pool.alloc() else {
+            counters.drop(DropReason::NoBuffer);
+            return false;
+        };
+        let Ok(bytes) = out.append(msg.buffer_len()) else {
+            counters.drop(DropReason::NoBuffer);
+            return false;
+        };
+        msg.emit(&mut Icmpv4Packet::new_unchecked(bytes));
+        match self.encapsulate(now, &mut out, src, dst, IpProtocol::ICMP, &mut None) {
+            Ok(next) => {
+                self.link_output(now, out, next, pool, tx, counters);
+                true
+            }
+            Err(_) => {
+                counters.drop(DropReason::NoBuffer);
+                false
+            }
         }
     }
 

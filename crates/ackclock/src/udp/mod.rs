@@ -21,7 +21,7 @@ use crate::phy::Batch;
 use crate::stats::{Counters, DropReason};
 use crate::time::Instant;
 use crate::wire::icmpv4::DstUnreachable;
-use crate::wire::{checksum, Icmpv4Packet, Icmpv4Repr, IpProtocol, UdpPacket};
+use crate::wire::{checksum, Icmpv4Repr, IpProtocol, UdpPacket};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use std::collections::{HashMap, VecDeque};
 
@@ -398,23 +398,9 @@ impl Udp {
             next_hop_mtu: 0,
             header: &frame.data()[..quoted],
         };
-        let Ok(mut out) = pool.alloc() else {
-            counters.drop(DropReason::NoBuffer);
-            return;
-        };
-        let Ok(bytes) = out.append(reply.buffer_len()) else {
-            counters.drop(DropReason::NoBuffer);
-            return;
-        };
-        reply.emit(&mut Icmpv4Packet::new_unchecked(bytes));
-        drop(frame);
         // From the address the datagram went to (with any_destination, the host it meant).
-        match iface.encapsulate(now, &mut out, dst, src, IpProtocol::ICMP, &mut None) {
-            Ok(next) => {
-                counters.icmp_unreachable_sent += 1;
-                iface.link_output(now, out, next, pool, tx, counters);
-            }
-            Err(_) => counters.drop(DropReason::NoBuffer),
+        if iface.send_icmp(now, &reply, dst, src, pool, tx, counters) {
+            counters.icmp_unreachable_sent += 1;
         }
     }
 
