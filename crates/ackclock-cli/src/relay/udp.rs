@@ -45,8 +45,9 @@ pub struct UdpStats {
 }
 
 struct Session {
-    /// The stack socket it arrived on (replies leave from it).
-    socket: UdpHandle,
+    /// The stack socket it arrived on (replies leave from it), and whether that socket is
+    /// bound to every address (replies then name their source).
+    socket: (UdpHandle, bool),
     client: SocketAddrV4,
     /// Where the client sent it: the address replies come from.
     dest: SocketAddrV4,
@@ -121,9 +122,9 @@ impl UdpRelay {
     /// Datagrams the stack received: to their sessions' host sockets.
     pub fn upstream(&mut self, stack: &mut Stack, now: Instant) {
         for k in 0..self.sockets.len() {
-            let (h, _) = self.sockets[k];
-            while let Ok(r) = stack.udp_recv_from(h, &mut self.scratch) {
-                let Some(i) = self.session(h, r.from, r.to, now) else {
+            let socket = self.sockets[k];
+            while let Ok(r) = stack.udp_recv_from(socket.0, &mut self.scratch) {
+                let Some(i) = self.session(socket, r.from, r.to, now) else {
                     self.stats.dropped += 1;
                     continue;
                 };
@@ -142,7 +143,13 @@ impl UdpRelay {
     }
 
     /// The session of a flow, opened (or taking an unreplied session's place) if new.
-    fn session(&mut self, socket: UdpHandle, client: SocketAddrV4, dest: SocketAddrV4, now: Instant) -> Option<usize> {
+    fn session(
+        &mut self,
+        socket: (UdpHandle, bool),
+        client: SocketAddrV4,
+        dest: SocketAddrV4,
+        now: Instant,
+    ) -> Option<usize> {
         if let Some(&i) = self.by_flow.get(&(client, dest)) {
             return Some(i);
         }
@@ -194,7 +201,7 @@ impl UdpRelay {
                 };
                 s.last = now;
                 s.replied = true;
-                let (h, any) = self.sockets.iter().copied().find(|&(h, _)| h == s.socket).expect("its socket");
+                let (h, any) = s.socket;
                 let sent = if any {
                     stack.udp_send_from(h, &self.scratch[..n], s.dest, s.client)
                 } else {
