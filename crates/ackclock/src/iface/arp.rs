@@ -50,13 +50,22 @@ struct Entry {
 
 /// A resolved next hop that a sender (a connection) keeps: valid while the cache's
 /// generation is unchanged and the entry has not expired, so that the sender's frames skip
-/// the hash lookup.
+/// the hash lookup. It also keeps the headers of the sender's last frame
+/// ([`Prebuilt`](super::prebuilt::Prebuilt)), valid as long as the hop is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CachedHop {
-    gen: u32,
+    pub(super) gen: u32,
     ip: Ipv4Addr,
     mac: EthernetAddress,
-    expires: Option<Instant>,
+    pub(super) expires: Option<Instant>,
+    pub(super) pre: super::prebuilt::Prebuilt,
+}
+
+impl CachedHop {
+    /// A hop on a link without neighbours to resolve (a TUN): valid until the cache changes.
+    pub(super) fn point_to_point(gen: u32, ip: Ipv4Addr) -> CachedHop {
+        CachedHop { gen, ip, mac: EthernetAddress([0; 6]), expires: None, pre: super::prebuilt::Prebuilt::EMPTY }
+    }
 }
 
 /// The cache.
@@ -128,6 +137,12 @@ impl ArpCache {
         self.requested.remove(&ip);
     }
 
+    /// The generation: it moves on whenever an entry is added, changed or removed.
+    #[inline]
+    pub(super) fn gen(&self) -> u32 {
+        self.gen
+    }
+
     /// Whether there is an entry for `ip`, fresh or expired (RFC 826's merge test).
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
         self.entries.contains_key(&ip)
@@ -158,7 +173,13 @@ impl ArpCache {
 
     #[inline(never)]
     fn lookup_refill(&self, now: Instant, ip: Ipv4Addr, hop: &mut Option<CachedHop>) -> Option<EthernetAddress> {
-        *hop = self.fresh(now, ip).map(|e| CachedHop { gen: self.gen, ip, mac: e.mac, expires: e.expires });
+        *hop = self.fresh(now, ip).map(|e| CachedHop {
+            gen: self.gen,
+            ip,
+            mac: e.mac,
+            expires: e.expires,
+            pre: super::prebuilt::Prebuilt::EMPTY,
+        });
         hop.map(|h| h.mac)
     }
 

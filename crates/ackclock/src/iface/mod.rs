@@ -11,6 +11,7 @@
 //! and gateway route nothing, and a frame goes to the device as soon as it is built.
 
 pub mod arp;
+mod prebuilt;
 
 pub use arp::{ArpCache, ArpConfig, CachedHop};
 
@@ -552,8 +553,35 @@ impl Interface {
         protocol: IpProtocol,
         hop: &mut Option<CachedHop>,
     ) -> Result<NextHop, BufError> {
+        // The sender's own headers, while its hop holds: a copy and three stores.
+        if let Some(h) = hop {
+            if h.gen == self.arp.gen() && h.expires.is_none_or(|t| t > now) && h.pre.fits(src, dst, protocol.0) {
+                let payload = buf.len();
+                let ident = self.ip_ident;
+                self.ip_ident = ident.wrapping_add(1);
+                h.pre.write(buf.prepend(h.pre.len())?, payload, ident);
+                return Ok(NextHop::Resolved);
+            }
+        }
+        self.encapsulate_built(now, buf, src, dst, protocol, hop)
+    }
+
+    /// [`encapsulate`](Self::encapsulate) field by field; the headers written are kept in
+    /// `hop` for the sender's next frames when the next hop is resolved.
+    #[inline(never)]
+    fn encapsulate_built(
+        &mut self,
+        now: Instant,
+        buf: &mut PBuf,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+        hop: &mut Option<CachedHop>,
+    ) -> Result<NextHop, BufError> {
         if !self.caps.ethernet {
             self.emit_ipv4(buf, src, dst, protocol)?;
+            let h = hop.insert(CachedHop::point_to_point(self.arp.gen(), dst));
+            h.pre = prebuilt::Prebuilt::capture(buf.data(), 0);
             return Ok(NextHop::Resolved);
         }
         let next_hop = if self.on_link(dst) {
@@ -573,6 +601,9 @@ impl Interface {
             vlan_id: None,
         };
         eth.emit(&mut EthernetFrame::new_unchecked(buf.prepend(ethernet::HEADER_LEN)?));
+        if let (Some(_), Some(h)) = (mac, hop.as_mut()) {
+            h.pre = prebuilt::Prebuilt::capture(buf.data(), ethernet::HEADER_LEN);
+        }
         Ok(if mac.is_some() { NextHop::Resolved } else { NextHop::Unresolved(next_hop) })
     }
 
@@ -732,5 +763,54 @@ mod tests {
         g = arp_frame(&pool, ArpOperation::REPLY, old, other);
         iface.ingress(later, &mut g, &pool, &mut tx, &mut counters);
         assert_eq!(iface.arp.lookup(later, PEER), Some(old), "refreshed again by a reply to someone else");
+    }
+
+    /// A sender's prebuilt headers (Jacobson 1993's header template) give the frame the full
+    /// build gives: the same bytes but the IPv4 identification, which counts on, and the
+    /// header checksum that follows it. Until the hop changes: a new ARP entry for the peer
+    /// (another MAC) rebuilds them, and an expired entry is not used.
+    #[test]
+    fn prebuilt_headers_write_the_frame_the_full_build_writes() {
+        let pool = Pool::new(PoolConfig { buffers: 16, ..PoolConfig::default() }).unwrap();
+        for caps in [Capabilities::ethernet(1500), Capabilities::ip(1500)] {
+            let mut iface = Interface::new(InterfaceConfig::new(US, 24), caps);
+            let t = Instant::from_secs(1);
+            iface.arp.learn(t, PEER, EthernetAddress([2, 0, 0, 0, 0, 9]));
+            let mut hop = None;
+            let frame = |iface: &mut Interface, hop: &mut Option<CachedHop>, at: Instant, len: usize| {
+                let mut b = pool.alloc().unwrap();
+                b.append(len).unwrap().fill(0x5a);
+                let next = iface.encapsulate(at, &mut b, US, PEER, IpProtocol::TCP, hop).unwrap();
+                assert_eq!(next, NextHop::Resolved);
+                b.data().to_vec()
+            };
+            for (i, len) in [40, 1460, 0, 52, 1400].into_iter().enumerate() {
+                let fast = frame(&mut iface, &mut hop, t, len);
+                let full = frame(&mut iface, &mut None, t, len);
+                let link = if caps.ethernet { 14 } else { 0 };
+                assert!(hop.is_some_and(|h| h.pre.fits(US, PEER, IpProtocol::TCP.0)), "kept after frame {i}");
+                // The identification counts on by one per frame; all else is equal.
+                let id = |f: &[u8]| u16::from_be_bytes([f[link + 4], f[link + 5]]);
+                assert_eq!(id(&full), id(&fast).wrapping_add(1));
+                let mut fast_next = fast.clone();
+                fast_next[link + 4..link + 6].copy_from_slice(&id(&full).to_be_bytes());
+                let ip = Ipv4Packet::new_unchecked(&mut fast_next[link..link + 20]);
+                let mut ip = ip;
+                ip.fill_checksum();
+                assert_eq!(fast_next, full, "frame {i} of {len} bytes");
+                assert!(Ipv4Packet::new_unchecked(&fast[link..]).verify_checksum());
+            }
+            if caps.ethernet {
+                // The peer moved: its frames go to the new MAC.
+                let moved = EthernetAddress([2, 0, 0, 0, 0, 10]);
+                iface.arp.learn(t, PEER, moved);
+                assert_eq!(&frame(&mut iface, &mut hop, t, 40)[..6], &moved.0);
+                // Expired: no frame goes out on the old entry.
+                let mut b = pool.alloc().unwrap();
+                let late = t + Duration::from_secs(3600);
+                let next = iface.encapsulate(late, &mut b, US, PEER, IpProtocol::TCP, &mut hop).unwrap();
+                assert_eq!(next, NextHop::Unresolved(PEER));
+            }
+        }
     }
 }

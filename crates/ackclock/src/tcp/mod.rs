@@ -31,6 +31,7 @@ pub mod cc;
 pub mod config;
 pub(crate) mod env;
 pub(crate) mod hash;
+pub(crate) mod header;
 pub(crate) mod input;
 pub(crate) mod isn;
 pub(crate) mod lro;

@@ -7,31 +7,18 @@
 
 use super::cc::initial_window;
 use super::env::Env;
+use super::header::{prepend_tcp, Hdr};
 use super::input::{verify_pending, Segment};
 use super::recovery;
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{FourTuple, State, Tcb, TxSeg};
-use crate::buf::{BufError, Flags, PBuf};
-use crate::iface::{tcp_pseudo_sum, CachedHop, NextHop};
-use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags, TcpPacket, TcpRepr};
+use crate::buf::{Flags, PBuf};
+use crate::iface::{CachedHop, NextHop};
+use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags};
 
 /// How soon output starved of buffers tries again.
 const RETRY_INTERVAL: crate::time::Duration = crate::time::Duration::from_millis(10);
-
-/// Fields of an outgoing header.
-#[derive(Debug, Clone, Copy)]
-struct Hdr {
-    seq: SeqNumber,
-    ack: SeqNumber,
-    flags: TcpFlags,
-    window: u16,
-    mss: Option<u16>,
-    wscale: Option<u8>,
-    sack_permitted: bool,
-    ts: Option<(u32, u32)>,
-    sack: SackBlocks,
-}
 
 /// Index of the send-queue segment holding `seq` (the queue length if past the data).
 pub(crate) fn index_of(tcb: &Tcb, seq: SeqNumber) -> usize {
@@ -389,41 +376,6 @@ fn sack_blocks(tcb: &mut Tcb, room: usize) -> SackBlocks {
     }
     blocks.truncate(fit);
     blocks
-}
-
-/// Prepend a TCP header for `tuple` to `buf` (whose data is the payload) and fill the
-/// checksum from `payload_sum`, or, with `None`, leave the pseudo-header sum in the field for
-/// a device that completes it (Linux's CHECKSUM_PARTIAL convention). Returns the header length.
-fn prepend_tcp(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: Option<u16>) -> Result<usize, BufError> {
-    let repr = TcpRepr {
-        src_port: tuple.local_port,
-        dst_port: tuple.remote_port,
-        seq: h.seq.0,
-        ack: h.ack.0,
-        flags: h.flags,
-        window: h.window,
-        urgent: 0,
-        max_seg_size: h.mss,
-        window_scale: h.wscale,
-        sack_permitted: h.sack_permitted,
-        timestamps: h.ts,
-        sack_blocks: h.sack,
-        payload: &[],
-    };
-    let hl = repr.header_len();
-    let total = hl + buf.len();
-    let bytes = buf.prepend(hl)?;
-    let mut pkt = TcpPacket::new_unchecked(bytes);
-    repr.emit(&mut pkt, tuple.local_addr, tuple.remote_addr, false);
-    let pseudo = tcp_pseudo_sum(tuple.local_addr, tuple.remote_addr, total);
-    match payload_sum {
-        Some(payload_sum) => {
-            let s = checksum::add(checksum::add(pseudo, pkt.header_sum()), checksum::add_at(0, payload_sum, hl));
-            pkt.set_checksum(checksum::finish(s));
-        }
-        None => pkt.set_checksum(pseudo),
-    }
-    Ok(hl)
 }
 
 /// Header fields every segment of an established connection carries.
