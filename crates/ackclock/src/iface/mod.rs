@@ -13,6 +13,8 @@
 pub mod arp;
 mod prebuilt;
 
+pub use prebuilt::Prebuilt;
+
 pub use arp::{ArpCache, ArpConfig, CachedHop};
 
 use crate::buf::{BufError, Flags, PBuf, Pool};
@@ -554,16 +556,36 @@ impl Interface {
         hop: &mut Option<CachedHop>,
     ) -> Result<NextHop, BufError> {
         // The sender's own headers, while its hop holds: a copy and three stores.
-        if let Some(h) = hop {
-            if h.gen == self.arp.gen() && h.expires.is_none_or(|t| t > now) && h.pre.fits(src, dst, protocol.0) {
-                let payload = buf.len();
-                let ident = self.ip_ident;
-                self.ip_ident = ident.wrapping_add(1);
-                h.pre.write(buf.prepend(h.pre.len())?, payload, ident);
-                return Ok(NextHop::Resolved);
-            }
+        if let Some((pre, ident)) = self.prebuilt(now, hop, src, dst, protocol) {
+            let payload = buf.len();
+            pre.write(buf.prepend(pre.len())?, payload, ident);
+            return Ok(NextHop::Resolved);
         }
         self.encapsulate_built(now, buf, src, dst, protocol, hop)
+    }
+
+    /// The link and IPv4 headers `hop` keeps for a packet from `src` to `dst`, with the
+    /// identification to give it (taken), while they are valid: the next hop resolved to
+    /// the same neighbour and the entry fresh. The frame is then [`NextHop::Resolved`].
+    /// `None` sends the caller through [`encapsulate`](Self::encapsulate), which builds
+    /// them (and keeps them in `hop`).
+    #[inline]
+    pub fn prebuilt<'h>(
+        &mut self,
+        now: Instant,
+        hop: &'h Option<CachedHop>,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+    ) -> Option<(&'h Prebuilt, u16)> {
+        let h = hop.as_ref()?;
+        if h.gen == self.arp.gen() && h.expires.is_none_or(|t| t > now) && h.pre.fits(src, dst, protocol.0) {
+            let ident = self.ip_ident;
+            self.ip_ident = ident.wrapping_add(1);
+            Some((&h.pre, ident))
+        } else {
+            None
+        }
     }
 
     /// [`encapsulate`](Self::encapsulate) field by field; the headers written are kept in

@@ -66,7 +66,7 @@ impl Prebuilt {
     /// with this total length and identification. `out` is the headroom just claimed:
     /// [`len`](Self::len) bytes.
     #[inline]
-    pub(super) fn write(&self, out: &mut [u8], payload: usize, ident: u16) {
+    pub fn write(&self, out: &mut [u8], payload: usize, ident: u16) {
         let total = (IP + payload) as u16;
         let csum = !checksum::fold(self.sum as u64 + total as u64 + ident as u64);
         let ip = if self.link as usize == ETH {
@@ -85,7 +85,8 @@ impl Prebuilt {
 
     /// Bytes [`write`](Self::write) prepends.
     #[inline]
-    pub(super) fn len(&self) -> usize {
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
         self.link as usize + IP
     }
 }

@@ -8,7 +8,7 @@
 use super::seq::SeqNumber;
 use super::tcb::FourTuple;
 use crate::buf::{BufError, PBuf};
-use crate::iface::tcp_pseudo_sum;
+use crate::iface::{tcp_pseudo_sum, Prebuilt};
 use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags, TcpPacket, TcpRepr};
 
 /// Fields of an outgoing header.
@@ -34,7 +34,7 @@ pub(crate) fn prepend_tcp(
     h: &Hdr,
     payload_sum: Option<u16>,
 ) -> Result<usize, BufError> {
-    if h.mss.is_none() && h.wscale.is_none() && !h.sack_permitted && h.sack.is_empty() {
+    if is_plain(h) {
         return prepend_tcp_plain(buf, tuple, h, payload_sum);
     }
     prepend_tcp_any(buf, tuple, h, payload_sum)
@@ -74,46 +74,85 @@ fn prepend_tcp_any(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: Opti
     Ok(hl)
 }
 
-/// [`prepend_tcp`] for the header of nearly every segment once a connection is open: no
-/// options but timestamps. Written as the words Jacobson's header template holds, and summed
-/// as those words (a 32-bit big-endian word adds to the ones' complement sum what its two
-/// 16-bit halves add), with the bytes `TcpRepr::emit` writes for the same fields.
+/// Whether `h` carries no option but timestamps: the header of nearly every segment once a
+/// connection is open, which [`prepend_frame`] writes.
 #[inline]
-fn prepend_tcp_plain(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: Option<u16>) -> Result<usize, BufError> {
+pub(crate) fn is_plain(h: &Hdr) -> bool {
+    h.mss.is_none() && h.wscale.is_none() && !h.sack_permitted && h.sack.is_empty()
+}
+
+/// The words of a plain header (see [`is_plain`]), checksum included, and its length: the
+/// words Jacobson's header template holds. They are summed as words (a 32-bit big-endian
+/// word adds to the ones' complement sum what its two 16-bit halves add), and they are the
+/// bytes `TcpRepr::emit` writes for the same fields.
+#[inline(always)]
+fn plain_words(tuple: &FourTuple, h: &Hdr, payload_len: usize, payload_sum: Option<u16>) -> ([u32; 8], usize) {
     let hl = if h.ts.is_some() { 32 } else { 20 };
-    let total = hl + buf.len();
-    let out = buf.prepend(hl)?;
     let ports = (tuple.local_port as u32) << 16 | tuple.remote_port as u32;
+    let (seq, ack) = (h.seq.0, h.ack.0);
     let off_flags = ((hl as u32 / 4) << 28) | (h.flags.bits() as u32) << 16 | h.window as u32;
-    let mut words = [ports, h.seq.0, h.ack.0, off_flags, 0, TS_PREFIX, 0, 0];
-    let n = match h.ts {
-        Some((val, ecr)) => {
-            words[6] = val;
-            words[7] = ecr;
-            8
-        }
-        None => 5,
-    };
-    let mut acc: u64 = words[..n].iter().map(|&w| w as u64).sum();
-    for (o, w) in out.chunks_exact_mut(4).zip(&words[..n]) {
-        o.copy_from_slice(&w.to_be_bytes());
-    }
+    let (val, ecr) = h.ts.unwrap_or((0, 0));
     // The pseudo-header (RFC 9293 §3.1): addresses, protocol, TCP length.
     let pseudo = tuple.local_addr.to_bits() as u64
         + tuple.remote_addr.to_bits() as u64
         + IpProtocol::TCP.0 as u64
-        + total as u16 as u64;
+        + (hl + payload_len) as u16 as u64;
     let csum = match payload_sum {
         Some(p) => {
+            let mut acc = ports as u64 + seq as u64 + ack as u64 + off_flags as u64;
+            if h.ts.is_some() {
+                acc += TS_PREFIX as u64 + val as u64 + ecr as u64;
+            }
             // The header is a whole number of words: the payload's sum adds unswapped.
-            acc += pseudo + p as u64;
-            checksum::finish(checksum::fold(acc))
+            checksum::finish(checksum::fold(acc + pseudo + p as u64))
         }
         // A device completes it from the pseudo-header sum (CHECKSUM_PARTIAL).
         None => checksum::fold(pseudo),
     };
-    out[16..18].copy_from_slice(&csum.to_be_bytes());
+    ([ports, seq, ack, off_flags, (csum as u32) << 16, TS_PREFIX, val, ecr], hl)
+}
+
+#[inline(always)]
+fn write_words(out: &mut [u8], w: &[u32; 8]) {
+    if let Ok(o) = <&mut [u8; 32]>::try_from(&mut *out) {
+        for (i, w) in w.iter().enumerate() {
+            o[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
+        }
+    } else if let Ok(o) = <&mut [u8; 20]>::try_from(out) {
+        for (i, w) in w[..5].iter().enumerate() {
+            o[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
+        }
+    }
+}
+
+/// [`prepend_tcp`] for a plain header (see [`is_plain`]).
+#[inline]
+fn prepend_tcp_plain(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: Option<u16>) -> Result<usize, BufError> {
+    let (w, hl) = plain_words(tuple, h, buf.len(), payload_sum);
+    write_words(buf.prepend(hl)?, &w);
     Ok(hl)
+}
+
+/// Every header of a frame in one pass, for a plain TCP header (see [`is_plain`]) below which
+/// the connection's hop keeps prebuilt link and IPv4 headers (`pre`, with the IPv4
+/// identification `ident`): one claim on the headroom, a copy and a few stores. Returns the
+/// TCP header's length and the bytes below it.
+#[inline]
+pub(crate) fn prepend_frame(
+    buf: &mut PBuf,
+    tuple: &FourTuple,
+    h: &Hdr,
+    payload_sum: Option<u16>,
+    pre: &Prebuilt,
+    ident: u16,
+) -> Result<(usize, usize), BufError> {
+    let (w, hl) = plain_words(tuple, h, buf.len(), payload_sum);
+    let below = pre.len();
+    let ip_payload = hl + buf.len();
+    let (l, t) = buf.prepend(below + hl)?.split_at_mut(below);
+    pre.write(l, ip_payload, ident);
+    write_words(t, &w);
+    Ok((hl, below))
 }
 
 /// The first word of the timestamps option when it is the only option: NOP, NOP, kind 8,

@@ -7,14 +7,14 @@
 
 use super::cc::initial_window;
 use super::env::Env;
-use super::header::{prepend_tcp, Hdr};
+use super::header::{is_plain, prepend_frame, prepend_tcp, Hdr};
 use super::input::{verify_pending, Segment};
 use super::recovery;
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{FourTuple, State, Tcb, TxSeg};
 use crate::buf::{Flags, PBuf};
-use crate::iface::{CachedHop, NextHop};
+use crate::iface::{push, CachedHop, NextHop};
 use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags};
 
 /// How soon output starved of buffers tries again.
@@ -525,15 +525,25 @@ pub(crate) fn send_bare(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: Tcp
         return false;
     };
     let h = common_hdr(env, tcb, seq, flags, 40);
-    if prepend_tcp(&mut buf, &tcb.tuple, &h, Some(0)).is_err() {
-        env.counters.drop(DropReason::NoBuffer);
-        return false;
+    let (src, dst) = (tcb.tuple.local_addr, tcb.tuple.remote_addr);
+    let fast = if is_plain(&h) { env.iface.prebuilt(env.now, &tcb.hop, src, dst, IpProtocol::TCP) } else { None };
+    if let Some((pre, ident)) = fast {
+        // A pure ACK in one pass: the prebuilt headers and five or eight words.
+        if prepend_frame(&mut buf, &tcb.tuple, &h, Some(0), pre, ident).is_err() {
+            env.counters.drop(DropReason::NoBuffer);
+            return false;
+        }
+        push(env.tx, buf, env.counters);
+    } else {
+        if prepend_tcp(&mut buf, &tcb.tuple, &h, Some(0)).is_err() {
+            env.counters.drop(DropReason::NoBuffer);
+            return false;
+        }
+        if !ship(env, tcb.tuple, &mut tcb.hop, buf) {
+            return false;
+        }
     }
-    let ack = h.ack;
-    if !ship(env, tcb.tuple, &mut tcb.hop, buf) {
-        return false;
-    }
-    acked_sent(env, tcb, ack);
+    acked_sent(env, tcb, h.ack);
     true
 }
 
@@ -567,31 +577,37 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
         (false, Some(s)) => Some(s),
         (false, None) => Some(checksum::sum(seg.buf.data())),
     };
-    let hl = match prepend_tcp(&mut seg.buf, &tcb.tuple, &h, payload_sum) {
-        Ok(hl) => hl,
-        Err(_) => {
-            env.counters.drop(DropReason::NoBuffer);
-            return false;
+    let (src, dst) = (tcb.tuple.local_addr, tcb.tuple.remote_addr);
+    let fast = if is_plain(&h) { env.iface.prebuilt(env.now, &tcb.hop, src, dst, IpProtocol::TCP) } else { None };
+    let (hl, below, next) = if let Some((pre, ident)) = fast {
+        // The common case: every header in one pass (Jacobson's header template).
+        match prepend_frame(&mut seg.buf, &tcb.tuple, &h, payload_sum, pre, ident) {
+            Ok((hl, below)) => (hl, below, NextHop::Resolved),
+            Err(_) => {
+                env.counters.drop(DropReason::NoBuffer);
+                return false;
+            }
         }
+    } else {
+        let hl = match prepend_tcp(&mut seg.buf, &tcb.tuple, &h, payload_sum) {
+            Ok(hl) => hl,
+            Err(_) => {
+                env.counters.drop(DropReason::NoBuffer);
+                return false;
+            }
+        };
+        let before = seg.buf.len();
+        let next = match env.iface.encapsulate(env.now, &mut seg.buf, src, dst, IpProtocol::TCP, &mut tcb.hop) {
+            Ok(n) => n,
+            Err(_) => {
+                let _ = seg.buf.trim_front(hl);
+                env.counters.drop(DropReason::NoBuffer);
+                return false;
+            }
+        };
+        // What the interface prepended (link and IP headers): the TCP header starts there.
+        (hl, seg.buf.len() - before, next)
     };
-    let before = seg.buf.len();
-    let next = match env.iface.encapsulate(
-        env.now,
-        &mut seg.buf,
-        tcb.tuple.local_addr,
-        tcb.tuple.remote_addr,
-        IpProtocol::TCP,
-        &mut tcb.hop,
-    ) {
-        Ok(n) => n,
-        Err(_) => {
-            let _ = seg.buf.trim_front(hl);
-            env.counters.drop(DropReason::NoBuffer);
-            return false;
-        }
-    };
-    // What the interface prepended (link and IP headers): the TCP header starts there.
-    let below = seg.buf.len() - before;
     let mut frame = seg.buf.share();
     // The queue's view goes back to the payload; the frame's view has the headers.
     let _ = seg.buf.trim_front(hl + below);
