@@ -190,6 +190,11 @@ impl Tcp {
         self.wheel.expire(now, |k| expired.push(k));
         for &idx in &expired {
             let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { continue };
+            if tcb.timers.earliest().is_none_or(|t| t > now) {
+                // An early wake-up (see `rearm`): nothing is due; file the real time.
+                self.refile(idx);
+                continue;
+            }
             let before = tcb.state;
             let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
             let outcome = timer::expire(&mut env, tcb);

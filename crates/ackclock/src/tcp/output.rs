@@ -302,9 +302,8 @@ fn first_unsacked_from(tcb: &Tcb, seq: SeqNumber) -> Option<usize> {
 
 /// Persist interval: the RTO, backed off per unanswered probe, within [RTO min, RTO max].
 pub(crate) fn persist_interval(tcb: &Tcb) -> crate::time::Duration {
-    let cfg = tcb.rtt.config();
-    let base = tcb.rtt.rto();
-    base.checked_mul(1u32 << tcb.persist_backoff.min(16)).unwrap_or(cfg.max_rto).clamp(cfg.min_rto, cfg.max_rto)
+    let (min, max) = (tcb.rtt.min_rto(), tcb.rtt.max_rto());
+    tcb.rtt.rto().checked_mul(1u32 << tcb.persist_backoff.min(16)).unwrap_or(max).clamp(min, max)
 }
 
 /// Whether the window has opened enough since we last advertised it to be worth telling

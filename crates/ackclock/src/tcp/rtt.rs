@@ -43,7 +43,6 @@ impl Default for RttConfig {
 /// Smoothed RTT, its mean deviation, and the RTO with its backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RttEstimator {
-    config: RttConfig,
     /// The configuration's bounds and granularity in µs, converted once.
     min_us: u64,
     max_us: u64,
@@ -73,7 +72,6 @@ impl RttEstimator {
             (micros(config.min_rto), micros(config.max_rto).max(1), micros(config.granularity));
         let base_rto = micros(config.initial_rto).clamp(min_us.min(max_us), max_us);
         RttEstimator {
-            config,
             min_us: min_us.min(max_us),
             max_us,
             g_us,
@@ -150,9 +148,14 @@ impl RttEstimator {
         self.samples
     }
 
-    /// The estimator's settings.
-    pub fn config(&self) -> &RttConfig {
-        &self.config
+    /// The least RTO, as configured ([`RttConfig::min_rto`], at most the greatest).
+    pub fn min_rto(&self) -> Duration {
+        Duration::from_micros(self.min_us)
+    }
+
+    /// The greatest RTO, as configured ([`RttConfig::max_rto`]).
+    pub fn max_rto(&self) -> Duration {
+        Duration::from_micros(self.max_us)
     }
 }
 

@@ -110,16 +110,17 @@ impl Tcp {
     /// Put the connection's earliest timer on the wheel. Lazily: if the wheel already holds
     /// the connection at or before that time, it stays (the RTO moves later on every ACK;
     /// an early wake-up finds nothing due and files the real time then), so the common ACK
-    /// costs no wheel operation.
+    /// costs no wheel operation. For the same reason a connection left with no timer keeps
+    /// its entry: the delayed-ACK timer is set by data and cleared by the ACK sent for it,
+    /// and cancelling then filing again would cost two wheel operations per ACK. Linux
+    /// leaves its stopped timers running the same way (`inet_csk_clear_xmit_timer` without
+    /// `INET_CSK_CLEAR_TIMERS`); the wake-up finds nothing due and drops the entry.
     #[inline]
     pub(super) fn rearm(&mut self, idx: u32) {
-        match self.tcb(idx).and_then(|t| t.timers.earliest()) {
-            Some(t) => {
-                if self.wheel.deadline(idx).is_none_or(|cur| cur > t) {
-                    self.wheel.schedule(idx, t);
-                }
+        if let Some(t) = self.tcb(idx).and_then(|t| t.timers.earliest()) {
+            if self.wheel.deadline(idx).is_none_or(|cur| cur > t) {
+                self.wheel.schedule(idx, t);
             }
-            None => self.wheel.cancel(idx),
         }
     }
 
