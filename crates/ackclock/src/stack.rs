@@ -267,7 +267,7 @@ impl Stack {
     pub fn receive(&mut self, now: Instant, dev: &mut impl Device) -> usize {
         self.advance(now);
         let n = dev.receive(self.now, &mut self.rx);
-        let mut rx = core::mem::replace(&mut self.rx, Batch::with_capacity(0));
+        let mut rx = core::mem::replace(&mut self.rx, Batch::empty());
         self.process_batch(now, &mut rx);
         self.rx = rx;
         n

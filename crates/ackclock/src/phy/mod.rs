@@ -156,6 +156,12 @@ impl Batch {
         Batch { frames: VecDeque::with_capacity(capacity), capacity }
     }
 
+    /// A batch that holds nothing (no allocation): a placeholder while a batch is moved out.
+    #[inline]
+    pub const fn empty() -> Batch {
+        Batch { frames: VecDeque::new(), capacity: 0 }
+    }
+
     /// Add a frame at the back; `Err(frame)` if the batch is full.
     #[inline]
     pub fn push(&mut self, frame: PBuf) -> Result<(), PBuf> {

@@ -167,15 +167,18 @@ pub(crate) struct Timers {
 impl Timers {
     #[inline]
     pub fn earliest(&self) -> Option<Instant> {
-        #[inline]
-        fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-            match (a, b) {
-                (Some(x), Some(y)) => Some(if x < y { x } else { y }),
-                (x, None) => x,
-                (None, y) => y,
-            }
+        // Unset timers as the latest time, then a plain minimum (no branch per timer).
+        #[inline(always)]
+        fn at(t: Option<Instant>) -> u64 {
+            t.map_or(u64::MAX, Instant::total_nanos)
         }
-        min(min(min(self.rexmt, self.persist), min(self.delack, self.keepalive)), min(self.time_wait, self.retry))
+        let m = at(self.rexmt)
+            .min(at(self.persist))
+            .min(at(self.delack))
+            .min(at(self.keepalive))
+            .min(at(self.time_wait))
+            .min(at(self.retry));
+        (m != u64::MAX).then(|| Instant::from_nanos(m))
     }
 }
 
