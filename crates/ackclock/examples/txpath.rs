@@ -7,7 +7,8 @@
 //!
 //! `txpath data N` sends N full-size data segments, one per dispatch (the application
 //! writes one MSS, dispatch sends it; a scripted peer acknowledges every 32 segments,
-//! outside the count). `txpath ack N` sends N pure ACKs: the peer sends two full-size
+//! outside the count); with `--burst B` the application writes B segments' worth and one
+//! dispatch sends them all (a sender that takes many frames per poll). `txpath ack N` sends N pure ACKs: the peer sends two full-size
 //! segments, the application reads them, and dispatch sends the ACK they are owed (RFC 5681
 //! §4.2: at least every second full-size segment). `--tun` uses a link without a link header.
 
@@ -105,6 +106,13 @@ fn main() {
     let mode = args.get(1).map(String::as_str).unwrap_or("data");
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let tun = args.iter().any(|a| a == "--tun");
+    let burst: usize = args
+        .iter()
+        .position(|a| a == "--burst")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    assert!((1..=32).contains(&burst) && n % burst == 0, "--burst between 1 and 32, dividing N");
     let caps = if tun { Capabilities::ip(1500) } else { Capabilities::ethernet(1500) };
     let mut cfg = StackConfig::new(InterfaceConfig::new(LOCAL, 24));
     // A fixed seed (ISN, hash keys), so that instruction counts repeat from run to run.
@@ -143,8 +151,10 @@ fn main() {
             let data = vec![0x17u8; MSS];
             let mut snd_nxt = iss + 1;
             let mut last_tsval = synack.3;
-            for i in 0..n {
-                assert_eq!(stack.tcp_send(conn, &data).expect("send"), MSS);
+            for i in 0..n / burst {
+                for _ in 0..burst {
+                    assert_eq!(stack.tcp_send(conn, &data).expect("send"), MSS);
+                }
                 now += Duration::from_micros(1);
                 measured_frames += measured(&mut stack, now);
                 for s in take(&mut stack) {
@@ -153,7 +163,7 @@ fn main() {
                     last_tsval = s.3;
                     sent += 1;
                 }
-                if i % 32 == 31 {
+                if (i + 1) * burst % 32 == 0 {
                     ts += 1;
                     stack.process(now, peer.frame(PEER_ISS + 1, snd_nxt, TcpFlags::ACK, (ts, last_tsval), None, 0));
                 }
@@ -178,11 +188,11 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: txpath data|ack N [--tun]");
+            eprintln!("usage: txpath data|ack N [--tun] [--burst B]");
             std::process::exit(2);
         }
     }
-    assert_eq!(sent, n, "one segment per round");
+    assert_eq!(sent, n, "every segment sent");
     assert_eq!(measured_frames, n, "every segment was sent by the measured dispatch");
-    eprintln!("mode={mode} segments={n} tun={tun} frames_out={}", stack.counters().frames_out);
+    eprintln!("mode={mode} segments={n} tun={tun} burst={burst} frames_out={}", stack.counters().frames_out);
 }

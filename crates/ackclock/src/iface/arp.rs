@@ -199,7 +199,16 @@ impl ArpCache {
 
     /// Drop the frames that have waited `pending_timeout` for their next hop (their buffers
     /// go back to the pool); returns how many.
+    #[inline]
     pub fn expire_pending(&mut self, now: Instant) -> usize {
+        if self.pending.is_empty() {
+            return 0;
+        }
+        self.expire_pending_slow(now)
+    }
+
+    #[inline(never)]
+    fn expire_pending_slow(&mut self, now: Instant) -> usize {
         let mut n = 0;
         while let Some(&(_, parked, _)) = self.pending.front() {
             if now < parked + self.config.pending_timeout {
