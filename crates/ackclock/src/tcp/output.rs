@@ -378,6 +378,7 @@ fn sack_blocks(tcb: &mut Tcb, room: usize) -> SackBlocks {
 }
 
 /// Header fields every segment of an established connection carries.
+#[inline(always)]
 fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, option_room: usize) -> Hdr {
     if tcb.rcv_unverified > 0 {
         // An ACK must not cover data whose checksum is unchecked: check it now.
