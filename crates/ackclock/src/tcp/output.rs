@@ -357,11 +357,18 @@ pub(crate) fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
 
 /// SACK blocks for an outgoing segment with `room` option bytes left: a D-SACK first
 /// (RFC 2883 §4), then the out-of-order queue's blocks, newest first (RFC 2018 §4).
+#[inline(always)]
 fn sack_blocks(tcb: &mut Tcb, room: usize) -> SackBlocks {
-    let mut blocks = SackBlocks::new();
-    if !tcb.sack_enabled || room < 12 {
-        return blocks;
+    // Nearly always: nothing to report, and no call.
+    if !tcb.sack_enabled || room < 12 || (tcb.dsack.is_none() && tcb.ooo.is_empty()) {
+        return SackBlocks::new();
     }
+    sack_blocks_some(tcb, room)
+}
+
+#[inline(never)]
+fn sack_blocks_some(tcb: &mut Tcb, room: usize) -> SackBlocks {
+    let mut blocks = SackBlocks::new();
     let fit = ((room - 4) / 8).min(if tcb.ts_enabled { 3 } else { 4 });
     if let Some((l, r)) = tcb.dsack.take() {
         blocks.push(l.0, r.0);
