@@ -65,7 +65,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     if let Some(seq) = tcb.rexmt_now.take() {
         if let Some(idx) = first_unsacked_from(tcb, seq) {
             let fin = idx + 1 == tcb.sndq.len() && tcb.fin_queued;
-            if send_data(env, tcb, idx, fin) {
+            if send_data(env, tcb, idx, fin, &mut None) {
                 sent = true;
                 if let Some(r) = tcb.recovery.as_mut() {
                     if r.rescue_rxt == tcb.snd_una {
@@ -117,6 +117,8 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
 fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
     let mut sent = false;
     let smss = tcb.eff_mss as u32;
+    // The ACK, window and timestamps of this pass's segments, once the first has them.
+    let mut fields = None;
     // After an RTO sent snd_nxt back, the SACKed segments it passes are not in flight:
     // count them out, or each hole would wait for a cumulative ACK.
     let mut sacked_below: u32 = if tcb.sack_enabled && tcb.snd_nxt < tcb.snd_max {
@@ -186,7 +188,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 break;
             }
             let fin = is_last && tcb.fin_queued;
-            if !send_data(env, tcb, idx, fin) {
+            if !send_data(env, tcb, idx, fin, &mut fields) {
                 break;
             }
             sent = true;
@@ -279,7 +281,7 @@ fn sack_recovery(env: &mut Env, tcb: &mut Tcb) -> bool {
             break;
         };
         let fin = idx + 1 == tcb.sndq.len() && tcb.fin_queued;
-        if !send_data(env, tcb, idx, fin) {
+        if !send_data(env, tcb, idx, fin, &mut None) {
             break;
         }
         if let (true, Some(r)) = (rescue, tcb.recovery.as_mut()) {
@@ -397,6 +399,41 @@ fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, opt
     let sack = sack_blocks(tcb, room);
     let window = window_field(tcb, ack, false);
     Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack }
+}
+
+/// The header fields of [`common_hdr`] that stay the same for every segment one pass of
+/// output sends: the first segment's checks (deferred checksums verified, a D-SACK taken)
+/// leave nothing for the next to change, and `now` is the same.
+#[derive(Clone, Copy)]
+pub(crate) struct Fields {
+    ack: SeqNumber,
+    window: u16,
+    ts: Option<(u32, u32)>,
+}
+
+/// [`common_hdr`] for the segments of one pass: from `memo` once a segment without SACK
+/// blocks filled it, while nothing is out of order (so none would carry blocks).
+#[inline(always)]
+fn pass_hdr(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    seq: SeqNumber,
+    flags: TcpFlags,
+    room: usize,
+    memo: &mut Option<Fields>,
+) -> Hdr {
+    if let Some(f) = *memo {
+        if tcb.ooo.is_empty() && tcb.dsack.is_none() {
+            let (ack, window, ts) = (f.ack, f.window, f.ts);
+            let sack = SackBlocks::new();
+            return Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack };
+        }
+    }
+    let h = common_hdr(env, tcb, seq, flags, room);
+    if h.sack.is_empty() {
+        *memo = Some(Fields { ack: h.ack, window: h.window, ts: h.ts });
+    }
+    h
 }
 
 /// Bookkeeping after any segment carrying an ACK left.
@@ -554,8 +591,9 @@ pub(crate) fn send_bare(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: Tcp
     true
 }
 
-/// Send send-queue segment `idx` (its whole payload), with FIN if asked.
-fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
+/// Send send-queue segment `idx` (its whole payload), with FIN if asked; `memo` carries the
+/// header fields from one segment of a pass to the next ([`pass_hdr`]).
+fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Option<Fields>) -> bool {
     // A device may still hold this buffer from a previous transmission: then the headers
     // cannot be written in place, and the payload moves to a fresh buffer (rare).
     if !tcb.sndq[idx].buf.is_unique() && !unshare(env, tcb, idx) {
@@ -577,7 +615,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool) -> bool {
     let mss = tcb.eff_mss as u32;
     let gso = len > mss;
     let room = (tcb.smss as usize).saturating_sub(len as usize).min(40);
-    let h = common_hdr(env, tcb, seq, flags, room);
+    let h = pass_hdr(env, tcb, seq, flags, room, memo);
     let seg = &mut tcb.sndq[idx];
     let payload_sum = match (gso, seg.buf.cached_sum_from(0)) {
         (true, _) => None,
