@@ -46,6 +46,18 @@ impl Instant {
     pub const fn total_millis(self) -> u64 {
         self.nanos / 1_000_000
     }
+    /// Nanoseconds since `earlier`, zero if `earlier` is later (what
+    /// [`saturating_duration_since`](Self::saturating_duration_since) gives, without building
+    /// a `Duration`: the hot path compares it with a bound it keeps in nanoseconds).
+    #[inline]
+    pub const fn nanos_since(self, earlier: Instant) -> u64 {
+        self.nanos.saturating_sub(earlier.nanos)
+    }
+    /// `nanos` nanoseconds later, saturating.
+    #[inline]
+    pub const fn plus_nanos(self, nanos: u64) -> Instant {
+        Instant { nanos: self.nanos.saturating_add(nanos) }
+    }
     /// Time since `earlier`, zero if `earlier` is later.
     pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration::from_nanos(self.nanos.saturating_sub(earlier.nanos))

@@ -56,7 +56,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     if tcb.snd_max == tcb.snd_una
         && tcb.snd_nxt_idx < tcb.sndq.len()
         && tcb.stats.bytes_sent > 0
-        && env.now.saturating_duration_since(tcb.last_send) > tcb.rtt.rto()
+        && env.now.nanos_since(tcb.last_send) > tcb.rtt.rto_nanos()
     {
         let iw = initial_window(tcb.eff_mss as u32, env.config.initial_window);
         tcb.cc.on_idle(env.now, iw.min(tcb.cc.cwnd()));
@@ -556,7 +556,7 @@ pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, s: &Stateless) -> 
 #[inline]
 fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
     if tcb.timers.rexmt.is_none() {
-        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.timers.rexmt = Some(env.now.plus_nanos(tcb.rtt.rto_nanos()));
         tcb.rexmt_start.get_or_insert(env.now);
     }
 }

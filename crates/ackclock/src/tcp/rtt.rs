@@ -121,6 +121,13 @@ impl RttEstimator {
         Duration::from_micros(rto.min(self.max_us))
     }
 
+    /// [`rto`](Self::rto) in nanoseconds (saturating), for the comparisons and deadlines
+    /// made on every segment.
+    #[inline]
+    pub fn rto_nanos(&self) -> u64 {
+        self.base_rto.checked_shl(self.backoff).unwrap_or(u64::MAX).min(self.max_us).saturating_mul(1_000)
+    }
+
     /// The timer expired: double the RTO (RFC 6298 §5.5), up to the maximum.
     pub fn back_off(&mut self) {
         if self.base_rto.checked_shl(self.backoff).is_some_and(|r| r < self.max_us) {

@@ -536,7 +536,7 @@ pub(crate) fn ack_timer(env: &mut Env, tcb: &mut Tcb) {
         tcb.timers.rexmt = None;
         tcb.rexmt_start = None;
     } else {
-        tcb.timers.rexmt = Some(env.now + tcb.rtt.rto());
+        tcb.timers.rexmt = Some(env.now.plus_nanos(tcb.rtt.rto_nanos()));
         tcb.rexmt_start = Some(env.now);
         // The ACK stopped at a segment the peer SACKed: it reneged.
         recovery::check_reneging(env, tcb);
@@ -725,7 +725,7 @@ pub(crate) fn in_order_received(
 fn quick_ack_on_data(now: Instant, tcb: &mut Tcb) {
     let idle = match tcb.quickack.last_data {
         None => true,
-        Some(t) => now.saturating_duration_since(t) > tcb.rtt.rto(),
+        Some(t) => now.nanos_since(t) > tcb.rtt.rto_nanos(),
     };
     if idle {
         grant_quick_acks(tcb);
