@@ -76,6 +76,8 @@ counters! {
         segs_out,
         /// Segments retransmitted (any cause).
         retransmitted,
+        /// Retransmission timeouts (RFC 6298 §5.5; Linux `TCPTimeouts`), of every connection.
+        rtos,
         /// Connections opened by `connect`.
         active_opens,
         /// Connections opened by a listener.
