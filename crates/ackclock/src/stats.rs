@@ -90,6 +90,9 @@ counters! {
         resets_received,
         /// Connections reset from ESTABLISHED or CLOSE-WAIT.
         established_resets,
+        /// SACK blocks of acceptable ACKs that were ignored: empty, inverted, outside
+        /// `[snd_una, snd_max]` (stale or forged, RFC 6675 §5), or on a connection without SACK.
+        sack_blocks_ignored,
         /// Challenge ACKs sent (RFC 5961 §3.2, §4.2, §5.2).
         challenge_acks,
         /// Challenge ACKs not sent because of the rate limit (RFC 5961 §7).

@@ -355,3 +355,19 @@ fn established_connections_whose_peers_vanished_are_reclaimed() {
     let _ = t.stack.tcp_unlisten(l);
     assert_eq!(in_use(&t), base, "every buffer back in the pool");
 }
+
+/// RFC 894 (an Ethernet frame begins with a 14-byte header): frames shorter than the header,
+/// which no AF_PACKET socket will send (so the TAP barrage in the CLI's tests cannot), are
+/// each counted as malformed, and their buffers go back to the pool.
+#[test]
+fn frames_shorter_than_an_ethernet_header_are_counted() {
+    let mut t = script(TcpConfig::default(), 64);
+    let base = in_use(&t);
+    for n in 0..14 {
+        t.inject_raw(&vec![0xff; n]);
+    }
+    assert!(t.sent_now().is_empty(), "nothing answers a runt");
+    let c = t.stack.counters();
+    assert_eq!((c.drops_malformed, c.drops()), (14, 14), "{c:?}");
+    assert_eq!(in_use(&t), base);
+}

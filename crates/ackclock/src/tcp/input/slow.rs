@@ -319,7 +319,7 @@ pub(crate) fn synchronized(
     if tcb.sack_enabled {
         tcb.stats.sack_blocks += seg.sack.len() as u64;
     }
-    let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg);
+    let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg, env.counters);
     if spurious {
         // RFC 2883 §4: the receiver got something we retransmitted twice; absent network
         // duplication, the retransmission was unnecessary.
