@@ -189,7 +189,8 @@ counters! {
         BadCookie => drops_bad_cookie,
         /// No buffer left in the pool.
         NoBuffer => drops_no_buffer,
-        /// The receive queue hit its buffer-count bound.
+        /// The receive queue hit its buffer-count bound, or out-of-order data was not held
+        /// because the pool it arrived in was running low.
         RcvQueueFull => drops_rcvq_full,
         /// Segment for a connection that has no state for it (answered with RST if allowed).
         NoConnection => drops_no_connection,

@@ -371,3 +371,48 @@ fn frames_shorter_than_an_ethernet_header_are_counted() {
     assert_eq!((c.drops_malformed, c.drops()), (14, 14), "{c:?}");
     assert_eq!(in_use(&t), base);
 }
+
+/// RFC 9293 §3.10.7.4 (out-of-order segments "may be held"): they are held only while the
+/// pool they arrived in has room. Peers that each send one-byte segments above a hole, each
+/// within its own connection's bound, cannot together take every buffer the device receives
+/// into: once that pool is down to its last quarter the stack stops holding out-of-order
+/// segments (counted as a full receive queue), and another connection's data still arrives.
+#[test]
+fn hostile_connections_together_cannot_empty_the_receive_pool() {
+    const DEVICE_BUFFERS: usize = 512;
+    let mut t = script(TcpConfig::default(), 1024);
+    // The device's own receive pool, as a TAP has.
+    let dev = ackclock::buf::Pool::new(PoolConfig { buffers: DEVICE_BUFFERS, ..Default::default() }).unwrap();
+    let l = listen(&mut t, 16);
+    let (mut acks, mut conns) = (vec![], vec![]);
+    for i in 0..4u16 {
+        let port = 30000 + i;
+        t.inject(t.ms(), seg("S").seq(PEER_ISS).win(65535).mss(MSS as u16).peer_port(port));
+        let synack = t.sent_now().pop().expect("SYN-ACK");
+        t.inject(t.ms(), seg(".").seq(P).ack(synack.seq + 1).win(65535).peer_port(port));
+        conns.push(t.stack.tcp_accept(l).expect("accept"));
+        acks.push(synack.seq + 1);
+    }
+    // Three hostile peers, 400 one-byte segments each above a one-byte hole.
+    for (i, &ack) in acks.iter().enumerate().take(3) {
+        for k in 0..400u32 {
+            let s = seg(".").seq(P + 1 + 2 * k).ack(ack).win(65535).len(1).peer_port(30000 + i as u16);
+            t.inject_via(&dev, t.ms(), s);
+            t.discard();
+        }
+    }
+    let free = dev.available();
+    assert!(free >= DEVICE_BUFFERS / 4 - 1, "{free} of {DEVICE_BUFFERS} device buffers left");
+    assert!(t.stack.counters().drops_rcvq_full > 0);
+    // The fourth connection's data arrives, through the same device pool.
+    for k in 0..10u32 {
+        let s = seg(".").seq(P + k * MSS).ack(acks[3]).win(65535).len(MSS as usize).peer_port(30003);
+        t.inject_via(&dev, t.ms(), s);
+        t.discard();
+    }
+    let got = recv_all(&mut t, conns[3]);
+    assert_eq!(got.len() as u32, 10 * MSS);
+    assert!(got.iter().enumerate().all(|(i, &b)| b == byte_at(P + i as u32)), "the stream differs");
+    let held = DEVICE_BUFFERS - free;
+    eprintln!("three hostile peers: {held} of {DEVICE_BUFFERS} device buffers held out of order");
+}
