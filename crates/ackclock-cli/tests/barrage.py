@@ -8,7 +8,8 @@ Run inside the test's network namespace: python3 barrage.py STACK_ADDR IFACE
 2. Prints "ready" and waits for a line on stdin (the test takes the stack's counters).
 3. Sends the barrage, frame by frame, from an AF_PACKET socket on IFACE (so Linux's own TCP
    never sees it): blind RSTs, SYNs and data with guessed numbers (RFC 5961 §3-5), fuzzed
-   TCP headers and options, malformed IPv4, truncated and garbage Ethernet. Each category
+   TCP headers and options, malformed IPv4, ICMP (forged errors among it), truncated and
+   garbage Ethernet. Each category
    says which of the stack's counters each of its frames must move (`expect`), and whether
    the stack answers it with an RST.
 4. Waits a second, prints "sent " and a JSON object (the categories, their frame counts and
@@ -259,6 +260,28 @@ category("ipv4 with options",
          [ipv4(tcp_bytes(closed_tcp(flags="S", seq=88)), ihl=6, options=b"\x01\x01\x01\x00"),
           ipv4(tcp_bytes(closed_tcp(flags="S", seq=89)), ihl=8, options=b"\x07\x0b\x04" + b"\0" * 8 + b"\x00")],
          {"drops_no_connection": 1, "resets_sent": 1}, resets=1)
+
+# --- ICMP (RFC 792). Destination unreachable quoting the live connection, even "fragmentation
+# needed" with a tiny MTU, and unsolicited echo replies change nothing (RFC 5927: blind ICMP
+# attacks on TCP) and are counted; a bad checksum, a truncated message and a type the stack
+# does not handle are dropped.
+def icmp(typ, code, rest, body, csum_xor=0):
+    h = struct.pack("!BBH", typ, code, 0) + rest + body
+    h = h + (b"\0" if len(h) % 2 else b"")
+    c = sum(struct.unpack(f"!{len(h) // 2}H", h))
+    while c >> 16:
+        c = (c & 0xFFFF) + (c >> 16)
+    return h[:2] + struct.pack("!H", (~c & 0xFFFF) ^ csum_xor) + h[4 : 4 + len(rest) + len(body)]
+
+
+quoted = bytes(IP(src=STACK, dst=host_ip) / TCP(sport=7, dport=cport, seq=snd_nxt, ack=rcv_nxt, flags="A"))[:28]
+category("icmp the stack ignores",
+         [ipv4(icmp(3, 3, b"\0" * 4, quoted), proto=1), ipv4(icmp(3, 1, b"\0" * 4, quoted), proto=1),
+          ipv4(icmp(3, 4, struct.pack("!HH", 0, 68), quoted), proto=1), ipv4(icmp(0, 0, b"\0\1\0\1", b"x" * 8), proto=1)],
+         {"icmp_ignored": 1})
+category("icmp bad checksum", [ipv4(icmp(8, 0, b"\0\1\0\1", b"x" * 8, csum_xor=1), proto=1)], {"drops_bad_checksum": 1})
+category("icmp malformed", [ipv4(b"\x08\x00\xf7", proto=1), ipv4(icmp(13, 0, b"\0" * 4, b"\0" * 12), proto=1)],
+         {"drops_malformed": 1})
 
 # --- Truncated and garbage Ethernet. (A frame shorter than its 14-byte header cannot be sent
 # through an AF_PACKET socket; the stack's own tests cover those.)

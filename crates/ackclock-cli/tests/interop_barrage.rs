@@ -2,11 +2,11 @@
 //! private network namespace made (and removed) by each test: a Python client holds an echo
 //! connection open while `tests/barrage.py` (scapy, on an AF_PACKET socket in the namespace)
 //! sends blind RSTs, SYNs and data with guessed numbers (RFC 5961 §3-5), fuzzed TCP headers
-//! and options, malformed IPv4 and truncated and garbage Ethernet frames. Afterwards the
-//! connection still echoes byte-exact, serve is still running, and every frame is accounted
-//! for: serve's counters (read on SIGUSR1 before and after) moved by exactly what each
-//! category of frame must move, the RSTs the stack sent are the ones the sniffer saw, and
-//! the stack took in exactly the frames the sniffer saw go to it.
+//! and options, malformed IPv4, forged and malformed ICMP, and truncated and garbage Ethernet
+//! frames. Afterwards the connection still echoes byte-exact, serve is still running, and
+//! every frame is accounted for: serve's counters (read on SIGUSR1 before and after) moved by
+//! exactly what each category of frame must move, the RSTs the stack sent are the ones the
+//! sniffer saw, and the stack took in exactly the frames the sniffer saw go to it.
 //!
 //! Needs root, /dev/net/tun, python3 and scapy (scripts/test installs python3-scapy): without
 //! them the test prints why and passes as skipped. Every wait is bounded.

@@ -125,6 +125,9 @@ counters! {
         icmp_unreachable_sent,
         /// ICMP errors not sent because of the rate limit (Linux's `icmp_ratelimit`).
         icmp_rate_limited,
+        /// ICMP echo replies and destination-unreachable messages received, which the stack
+        /// takes no action on (other types are counted as malformed).
+        icmp_ignored,
         /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
         syn_cookies_sent,
         /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.
