@@ -51,14 +51,19 @@ impl std::fmt::Display for Cidr {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static REPORT: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGUSR1 {
+        REPORT.store(true, Ordering::Relaxed);
+    } else {
+        STOP.store(true, Ordering::Relaxed);
+    }
 }
 
-/// SIGINT and SIGTERM set [`stopping`].
+/// SIGINT and SIGTERM set [`stopping`]; SIGUSR1 asks for a report ([`report_requested`]).
 pub(crate) fn install_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe {
             libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
@@ -68,6 +73,11 @@ pub(crate) fn install_signals() {
 
 pub(crate) fn stopping() -> bool {
     STOP.load(Ordering::Relaxed)
+}
+
+/// Whether SIGUSR1 arrived since the last call (as `dd` reports on SIGUSR1).
+pub(crate) fn report_requested() -> bool {
+    REPORT.swap(false, Ordering::Relaxed)
 }
 
 /// Longest sleep, so a signal that lands just before `ppoll` is seen soon anyway.

@@ -17,10 +17,10 @@
 //! Output: a start-up line on stdout once the services listen, and a summary on exit (to
 //! stderr); with `--json`, both are one JSON object per line on stdout instead, with
 //! `"event": "ready"` and `"event": "exit"`; the ready object names the device as `"tap"`
-//! or `"tun"`.
+//! or `"tun"`. SIGUSR1 prints the counters while serving (`"event": "stats"`).
 
 use crate::chargen::{self, Chargen};
-use crate::link::{impair_report, install_signals, stopping, Link, LinkArgs};
+use crate::link::{impair_report, install_signals, report_requested, stopping, Link, LinkArgs};
 use ackclock::phy::Device;
 use ackclock::{Error, ListenerHandle, Stack, TcpHandle};
 use clap::Args;
@@ -118,6 +118,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             }
         });
         stack.transmit(now, &mut link.dev);
+        if report_requested() {
+            print_stats(&stack, &link, args.json);
+        }
         link.report_errors("ackclock serve");
         link.trim_memory(&stack);
         if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
@@ -147,9 +150,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             };
             serde_json::json!({ "tx": one(tx), "rx": one(rx) })
         });
-        // The stack's counters, as `netstat -s` (SYN cookies, TIME-WAIT, drops by reason).
-        let tcp: serde_json::Map<String, serde_json::Value> =
-            stack.counters().named().map(|(k, v)| (k.to_string(), v.into())).collect();
+        let tcp = counters_json(&stack);
         let exit = serde_json::json!({
             "event": "exit",
             "tcp": tcp,
@@ -174,6 +175,32 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     // The pcap (--pcap), if any, is complete only once flushed.
     let flushed = link.finish();
     result.and(flushed)
+}
+
+/// The stack's counters, as `netstat -s` (SYN cookies, TIME-WAIT, drops by reason).
+fn counters_json(stack: &Stack) -> serde_json::Map<String, serde_json::Value> {
+    stack.counters().named().map(|(k, v)| (k.to_string(), v.into())).collect()
+}
+
+/// The report SIGUSR1 asks for while serving: the stack's counters and the device's frame
+/// counts, as the exit summary has them (a JSON object with `"event": "stats"` on stdout with
+/// `--json`; otherwise a line on stderr with the counters that are not zero).
+fn print_stats(stack: &Stack, link: &Link, json: bool) {
+    let d = link.dev.stats();
+    if json {
+        let stats = serde_json::json!({
+            "event": "stats",
+            "tcp": counters_json(stack),
+            "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes },
+            "tx": { "frames": d.tx_frames, "bytes": d.tx_bytes },
+        });
+        println!("{stats}");
+        let _ = std::io::stdout().flush();
+    } else {
+        let named: Vec<String> =
+            stack.counters().named().filter(|&(_, v)| v > 0).map(|(k, v)| format!("{k}={v}")).collect();
+        eprintln!("ackclock serve: rx {} frames, tx {} frames; {}", d.rx_frames, d.tx_frames, named.join(" "));
+    }
 }
 
 struct Generated<'a> {

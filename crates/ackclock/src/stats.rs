@@ -76,6 +76,8 @@ counters! {
         segs_out,
         /// Segments retransmitted (any cause).
         retransmitted,
+        /// Retransmission timeouts (RFC 6298 §5.5; Linux `TCPTimeouts`), of every connection.
+        rtos,
         /// Connections opened by `connect`.
         active_opens,
         /// Connections opened by a listener.
@@ -88,6 +90,9 @@ counters! {
         resets_received,
         /// Connections reset from ESTABLISHED or CLOSE-WAIT.
         established_resets,
+        /// SACK blocks of acceptable ACKs that were ignored: empty, inverted, outside
+        /// `[snd_una, snd_max]` (stale or forged, RFC 6675 §5), or on a connection without SACK.
+        sack_blocks_ignored,
         /// Challenge ACKs sent (RFC 5961 §3.2, §4.2, §5.2).
         challenge_acks,
         /// Challenge ACKs not sent because of the rate limit (RFC 5961 §7).
@@ -120,6 +125,9 @@ counters! {
         icmp_unreachable_sent,
         /// ICMP errors not sent because of the rate limit (Linux's `icmp_ratelimit`).
         icmp_rate_limited,
+        /// ICMP echo replies and destination-unreachable messages received, which the stack
+        /// takes no action on (other types are counted as malformed).
+        icmp_ignored,
         /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
         syn_cookies_sent,
         /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.
@@ -184,7 +192,8 @@ counters! {
         BadCookie => drops_bad_cookie,
         /// No buffer left in the pool.
         NoBuffer => drops_no_buffer,
-        /// The receive queue hit its buffer-count bound.
+        /// The receive queue hit its buffer-count bound, or out-of-order data was not held
+        /// because the pool it arrived in was running low.
         RcvQueueFull => drops_rcvq_full,
         /// Segment for a connection that has no state for it (answered with RST if allowed).
         NoConnection => drops_no_connection,

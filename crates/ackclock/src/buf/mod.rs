@@ -244,6 +244,15 @@ impl PBuf {
         self.head as usize
     }
 
+    /// Whether the pool this buffer came from is down to its last quarter of free buffers:
+    /// a holder that may let go (out-of-order data) should, before the pool's owner (a device
+    /// receiving) finds none.
+    #[inline]
+    pub fn pool_low(&self) -> bool {
+        let (free, count) = self.pool.occupancy();
+        free < count / 4
+    }
+
     /// Which buffer of its pool this is (for traces and tests).
     pub fn index(&self) -> u32 {
         self.index

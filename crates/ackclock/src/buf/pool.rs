@@ -241,6 +241,11 @@ impl fmt::Debug for Pool {
 }
 
 impl PoolInner {
+    /// Free buffers, and buffers in all.
+    pub(super) fn occupancy(&self) -> (usize, usize) {
+        (self.free.load(Ordering::Relaxed) as usize, self.count as usize)
+    }
+
     /// Treiber-stack pop; the tag in the high half of `head` defeats ABA.
     #[inline]
     fn pop(&self) -> Option<u32> {

@@ -426,7 +426,12 @@ impl Interface {
         };
         let request = match Icmpv4Repr::parse(&packet) {
             Ok(r @ Icmpv4Repr::EchoRequest { .. }) => r,
-            Ok(_) => return, // replies and errors: nothing to do yet
+            Ok(_) => {
+                // Echo replies and destination unreachable: nothing acts on them yet (no PMTU
+                // discovery, no soft errors), which also makes forged ones harmless (RFC 5927).
+                counters.icmp_ignored += 1;
+                return;
+            }
             Err(crate::wire::Error::BadChecksum) => {
                 counters.drop(DropReason::BadChecksum);
                 return;

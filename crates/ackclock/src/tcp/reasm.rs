@@ -23,7 +23,9 @@
 //! The queue holds whatever the caller inserts: the TCB admits only segments inside its
 //! receive window (RFC 9293 §3.10.7.4), which bounds [`OutOfOrderQueue::bytes`] by the window
 //! rather than by a fixed segment count, and it also bounds [`OutOfOrderQueue::segments`]
-//! (the handles held), so that a peer sending 1-byte segments cannot pin the whole pool.
+//! (the handles held), so that a peer sending 1-byte segments cannot pin the whole pool; and it
+//! admits none while the pool they arrived in is down to its last quarter, so that several
+//! such peers cannot either.
 //!
 //! # Data structure and cost
 //!

@@ -15,6 +15,7 @@ use super::env::Env;
 use super::input::Segment;
 use super::seq::SeqNumber;
 use super::tcb::Tcb;
+use crate::stats::Counters;
 use crate::time::Duration;
 
 /// RFC 5681's duplicate-ACK threshold (DupThresh of RFC 6675).
@@ -38,10 +39,12 @@ pub(crate) struct Recovery {
 /// scoreboard"). Blocks outside `[snd_una, snd_max]` are ignored (they are either stale or
 /// hostile); a segment is SACKed only when a block covers all of it. Returns whether the
 /// ACK SACKed something new, and whether its first block was a D-SACK (RFC 2883 §4) that
-/// shows one of our retransmissions to have been unnecessary.
-pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
+/// shows one of our retransmissions to have been unnecessary. Blocks it ignores are counted
+/// (`sack_blocks_ignored`), as are blocks on a connection that did not negotiate SACK.
+pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment, counters: &mut Counters) -> (bool, bool) {
     let blocks = seg.sack.as_slice();
     if !tcb.sack_enabled || blocks.is_empty() {
+        counters.sack_blocks_ignored += blocks.len() as u64;
         return (false, false);
     }
     // RFC 2883 §4: the first block reports a duplicate if it starts below the cumulative ACK
@@ -57,6 +60,7 @@ pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment) -> (bool, bool) {
         let (l, r) = (SeqNumber(l), SeqNumber(r));
         // Ignore empty, inverted, out-of-range blocks.
         if r <= l || l < tcb.snd_una || r > tcb.snd_max || r.since(l) > tcb.snd_max.since(tcb.snd_una) {
+            counters.sack_blocks_ignored += 1;
             continue;
         }
         let first = super::output::index_of(tcb, l);

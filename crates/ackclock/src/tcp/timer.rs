@@ -87,7 +87,7 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     tcb.rtt_seq = None; // Karn's rule
     env.trace.event(env.now, tcb, super::trace::Event::Rto);
     tcb.stats.rtos += 1;
-    env.counters.timeouts += 1;
+    env.counters.rtos += 1;
     match tcb.state {
         State::SynSent | State::SynReceived => {
             tcb.snd_nxt = tcb.iss;

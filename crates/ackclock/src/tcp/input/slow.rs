@@ -319,7 +319,7 @@ pub(crate) fn synchronized(
     if tcb.sack_enabled {
         tcb.stats.sack_blocks += seg.sack.len() as u64;
     }
-    let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg);
+    let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg, env.counters);
     if spurious {
         // RFC 2883 §4: the receiver got something we retransmitted twice; absent network
         // duplication, the retransmission was unnecessary.
@@ -587,7 +587,10 @@ fn text_and_fin(
     if len > 0 {
         if seq == tcb.rcv_nxt {
             receive_in_order(env.now, env.config.delayed_ack, tcb, seq, payload, len, unverified, seg.ts);
-        } else if tcb.ooo.segments() >= max_ooo_segments(tcb) {
+        } else if tcb.ooo.segments() >= max_ooo_segments(tcb) || payload.pool_low() {
+            // Held data above a hole may be dropped (RFC 9293 §3.10.7.4 "may be held"), and
+            // is once its pool runs low: one-byte segments from a few peers, each within its
+            // own bound, would otherwise hold every buffer the device receives into.
             env.counters.drop(DropReason::RcvQueueFull);
             tcb.ack_now = true;
         } else {
