@@ -77,7 +77,6 @@ use env::ChallengeLimiter;
 use hash::KeyedState;
 use input::Outcome;
 use isn::{IsnGenerator, PortAllocator};
-use reasm::OutOfOrderQueue;
 use rtt::RttEstimator;
 use std::collections::HashMap;
 use wheel::TimerWheel;

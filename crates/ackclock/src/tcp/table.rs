@@ -4,7 +4,7 @@
 //! Nothing here scans connections: every lookup is the cache or one hash probe.
 
 use super::tcb::{QuickAck, Tcb, Timers};
-use super::{hash, OutOfOrderQueue, RttEstimator};
+use super::{hash, RttEstimator};
 use super::{input, recovery, rxq, ConnStats, FourTuple, SeqNumber, SocketOptions, State, Tcp};
 use crate::time::Instant;
 use crate::wire::checksum;
@@ -230,7 +230,7 @@ impl Tcp {
             rcvq: rxq::RxQueue::new(),
             rcv_queued: 0,
             rcv_unverified: 0,
-            ooo: OutOfOrderQueue::new(),
+            ooo: Default::default(),
             ack_now: false,
             unacked_segs: 0,
             dsack: None,
