@@ -603,7 +603,7 @@ fn merged_ack(
             tcb.ts_recent_age = env.now;
         }
     }
-    let old_rexmt = tcb.timers.rexmt;
+    let old_rexmt = tcb.timers.rexmt.get();
     let una = tcb.snd_una;
     let (data_acked, sample) = ack_release(env, tcb, ack, ts);
     // What the SYN or FIN took of the whole, taken from the last ACK's share.
@@ -619,7 +619,7 @@ fn merged_ack(
     tcb.snd_wl1 = seq;
     tcb.snd_wl2 = ack;
     tcb.last_rcv = env.now;
-    match (old_rexmt, tcb.timers.rexmt) {
+    match (old_rexmt, tcb.timers.rexmt.get()) {
         (Some(old), Some(new)) => new < old,
         (old, new) => old != new,
     }

@@ -105,10 +105,10 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
     if waiting && tcb.snd_max == tcb.snd_una {
         if tcb.timers.persist.is_none() {
-            tcb.timers.persist = Some(env.now + persist_interval(tcb));
+            tcb.timers.persist.set(env.now + persist_interval(tcb));
         }
     } else {
-        tcb.timers.persist = None;
+        tcb.timers.persist.clear();
     }
 }
 
@@ -452,7 +452,7 @@ fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
     tcb.last_ack_sent = ack;
     tcb.ack_now = false;
     tcb.unacked_segs = 0;
-    tcb.timers.delack = None;
+    tcb.timers.delack.clear();
     tcb.stats.segs_out += 1;
     env.counters.segs_out += 1;
 }
@@ -556,7 +556,7 @@ pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, s: &Stateless) -> 
 #[inline]
 fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
     if tcb.timers.rexmt.is_none() {
-        tcb.timers.rexmt = Some(env.now.plus_nanos(tcb.rtt.rto_nanos()));
+        tcb.timers.rexmt.set(env.now.plus_nanos(tcb.rtt.rto_nanos()));
         tcb.rexmt_start.get_or_insert(env.now);
     }
 }

@@ -313,7 +313,7 @@ pub(crate) fn check_reneging(env: &Env, tcb: &mut Tcb) {
     let half_srtt = tcb.rtt.srtt().map_or(Duration::ZERO, |s| s / 2);
     let at = env.now + half_srtt.max(Duration::from_millis(10));
     if tcb.timers.rexmt.is_none_or(|t| t > at) {
-        tcb.timers.rexmt = Some(at);
+        tcb.timers.rexmt.set(at);
     }
 }
 

@@ -193,39 +193,83 @@ impl LazyOoo {
     }
 }
 
+/// A deadline or none: an `Option<Instant>` in 8 bytes instead of 16. `u64::MAX`
+/// nanoseconds (585 years after the epoch, where saturating deadlines end) stands for none,
+/// which is what a deadline that far out means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Deadline(u64);
+
+impl Default for Deadline {
+    fn default() -> Self {
+        Deadline(u64::MAX)
+    }
+}
+
+impl Deadline {
+    #[inline]
+    pub fn get(self) -> Option<Instant> {
+        (self.0 != u64::MAX).then_some(Instant::from_nanos(self.0))
+    }
+    #[inline]
+    pub fn set(&mut self, t: Instant) {
+        self.0 = t.total_nanos();
+    }
+    #[inline]
+    pub fn clear(&mut self) {
+        self.0 = u64::MAX;
+    }
+    #[inline]
+    pub fn is_none(self) -> bool {
+        self.0 == u64::MAX
+    }
+    #[inline]
+    pub fn is_some(self) -> bool {
+        self.0 != u64::MAX
+    }
+    #[inline]
+    pub fn is_none_or(self, f: impl FnOnce(Instant) -> bool) -> bool {
+        self.get().is_none_or(f)
+    }
+    /// Set it to `t` unless it is set.
+    #[inline]
+    pub fn get_or_insert(&mut self, t: Instant) {
+        if self.is_none() {
+            self.set(t);
+        }
+    }
+}
+
 /// Timer deadlines of one connection. The stack's wheel holds one entry per connection, at
 /// the earliest of these.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Timers {
     /// Retransmission (also SYN and SYN-ACK retransmission).
-    pub rexmt: Option<Instant>,
+    pub rexmt: Deadline,
     /// Zero-window probe.
-    pub persist: Option<Instant>,
+    pub persist: Deadline,
     /// Delayed ACK.
-    pub delack: Option<Instant>,
+    pub delack: Deadline,
     /// Keep-alive, or the FIN_WAIT_2 timeout of an orphan.
-    pub keepalive: Option<Instant>,
+    pub keepalive: Deadline,
     /// TIME_WAIT's 2 MSL.
-    pub time_wait: Option<Instant>,
+    pub time_wait: Deadline,
     /// Output was starved of buffers with something owed (an ACK, a FIN): try again.
-    pub retry: Option<Instant>,
+    pub retry: Deadline,
 }
 
 impl Timers {
+    /// The earliest deadline: a plain minimum, unset timers being the latest time.
     #[inline]
     pub fn earliest(&self) -> Option<Instant> {
-        // Unset timers as the latest time, then a plain minimum (no branch per timer).
-        #[inline(always)]
-        fn at(t: Option<Instant>) -> u64 {
-            t.map_or(u64::MAX, Instant::total_nanos)
-        }
-        let m = at(self.rexmt)
-            .min(at(self.persist))
-            .min(at(self.delack))
-            .min(at(self.keepalive))
-            .min(at(self.time_wait))
-            .min(at(self.retry));
-        (m != u64::MAX).then(|| Instant::from_nanos(m))
+        let m = self
+            .rexmt
+            .0
+            .min(self.persist.0)
+            .min(self.delack.0)
+            .min(self.keepalive.0)
+            .min(self.time_wait.0)
+            .min(self.retry.0);
+        (m != u64::MAX).then_some(Instant::from_nanos(m))
     }
 }
 

@@ -14,36 +14,36 @@ pub(crate) fn expire(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     let now = env.now;
     let due = |t: Option<crate::time::Instant>| t.is_some_and(|t| t <= now);
 
-    if due(tcb.timers.time_wait) {
+    if due(tcb.timers.time_wait.get()) {
         // RFC 9293 §3.4.2: 2 MSL have passed.
         tcb.state = State::Closed;
         return Outcome::Delete;
     }
-    if due(tcb.timers.rexmt) {
-        tcb.timers.rexmt = None;
+    if due(tcb.timers.rexmt.get()) {
+        tcb.timers.rexmt.clear();
         if retransmit_timeout(env, tcb) == Outcome::Delete {
             return Outcome::Delete;
         }
     }
-    if due(tcb.timers.persist) {
-        tcb.timers.persist = None;
+    if due(tcb.timers.persist.get()) {
+        tcb.timers.persist.clear();
         if persist(env, tcb) == Outcome::Delete {
             return Outcome::Delete;
         }
     }
-    if due(tcb.timers.delack) {
+    if due(tcb.timers.delack.get()) {
         // RFC 5681 §4.2: the delayed ACK is owed now. No data of ours carried it: the
         // connection is not interactive after all (Linux `tcp_delack_timer_handler`).
-        tcb.timers.delack = None;
+        tcb.timers.delack.clear();
         tcb.ack_now = true;
         tcb.quickack.pingpong = false;
     }
-    if due(tcb.timers.retry) {
+    if due(tcb.timers.retry.get()) {
         // Buffers may be back: the caller runs output next.
-        tcb.timers.retry = None;
+        tcb.timers.retry.clear();
     }
-    if due(tcb.timers.keepalive) {
-        tcb.timers.keepalive = None;
+    if due(tcb.timers.keepalive.get()) {
+        tcb.timers.keepalive.clear();
         if keepalive(env, tcb) == Outcome::Delete {
             return Outcome::Delete;
         }
@@ -118,7 +118,7 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     if let (Some(ut), Some(start)) = (tcb.opts.user_timeout, tcb.rexmt_start) {
         next = next.min(start + ut);
     }
-    tcb.timers.rexmt = Some(next);
+    tcb.timers.rexmt.set(next);
     env.trace.sample(env.now, tcb);
     Outcome::Keep
 }
@@ -154,7 +154,7 @@ fn persist(env: &mut Env, tcb: &mut Tcb) -> Outcome {
         // Override sender SWS avoidance: send what the window takes.
         let n = usable as usize;
         if n < tcb.sndq[idx].buf.len() && output::split_front(env, tcb, idx, n).is_err() {
-            tcb.timers.persist = Some(env.now + output::persist_interval(tcb));
+            tcb.timers.persist.set(env.now + output::persist_interval(tcb));
             return Outcome::Keep;
         }
         // The segment now fits the window, and nothing is in flight, so neither SWS
@@ -164,7 +164,7 @@ fn persist(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     } else {
         output::send_bare(env, tcb, tcb.snd_una - 1, TcpFlags::ACK);
         tcb.persist_backoff = (tcb.persist_backoff + 1).min(16);
-        tcb.timers.persist = Some(env.now + output::persist_interval(tcb));
+        tcb.timers.persist.set(env.now + output::persist_interval(tcb));
     }
     Outcome::Keep
 }
@@ -183,7 +183,7 @@ fn keepalive(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     }
     let idle = env.now.saturating_duration_since(tcb.last_rcv);
     if idle < ka.idle {
-        tcb.timers.keepalive = Some(tcb.last_rcv + ka.idle);
+        tcb.timers.keepalive.set(tcb.last_rcv + ka.idle);
         return Outcome::Keep;
     }
     if tcb.keepalive_probes >= ka.count {
@@ -191,7 +191,7 @@ fn keepalive(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     }
     tcb.keepalive_probes += 1;
     output::send_bare(env, tcb, tcb.snd_una - 1, TcpFlags::ACK);
-    tcb.timers.keepalive = Some(env.now + ka.interval);
+    tcb.timers.keepalive.set(env.now + ka.interval);
     Outcome::Keep
 }
 
@@ -199,7 +199,7 @@ fn keepalive(env: &mut Env, tcb: &mut Tcb) -> Outcome {
 pub(crate) fn touch_keepalive(env: &Env, tcb: &mut Tcb) {
     if let Some(ka) = tcb.opts.keepalive {
         if tcb.state.is_synchronized() && !(tcb.orphan && tcb.state == State::FinWait2) {
-            tcb.timers.keepalive = Some(env.now + ka.idle);
+            tcb.timers.keepalive.set(env.now + ka.idle);
         }
     }
 }

@@ -236,7 +236,7 @@ fn tw_entry(tcb: &mut Tcb, now: Instant, two_msl: Duration) -> TwEntry {
         wnd_field,
         ts_enabled: tcb.ts_enabled,
         gen: 0,
-        expires: tcb.timers.time_wait.unwrap_or(now + two_msl),
+        expires: tcb.timers.time_wait.get().unwrap_or(now + two_msl),
         last_oow_ack_ms: tcb.last_oow_ack.map_or(0, |t| (t.total_millis() as u32).max(1)),
     }
 }

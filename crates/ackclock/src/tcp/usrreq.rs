@@ -436,7 +436,7 @@ impl Tcp {
                 State::Closed => self.free(idx),
                 State::FinWait2 => {
                     // Already half-closed and acknowledged: the orphan timeout starts now.
-                    tcb.timers.keepalive = Some(now + fin_wait_2_timeout);
+                    tcb.timers.keepalive.set(now + fin_wait_2_timeout);
                     self.rearm(idx);
                 }
                 // Nobody holds it now: TIME-WAIT goes on as a compact entry.
@@ -529,10 +529,10 @@ impl Tcp {
         let max_rcv = (u16::MAX as usize) << t.rcv_wscale;
         t.opts = SocketOptions { recv_buffer: opts.recv_buffer.min(max_rcv), ..opts };
         if opts.keepalive.is_none() && t.state != State::FinWait2 {
-            t.timers.keepalive = None;
+            t.timers.keepalive.clear();
         } else if let Some(ka) = opts.keepalive {
             if t.state.is_synchronized() && t.timers.keepalive.is_none() {
-                t.timers.keepalive = Some(now + ka.idle);
+                t.timers.keepalive.set(now + ka.idle);
             }
         }
         self.changed(idx);

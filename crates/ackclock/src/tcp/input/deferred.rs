@@ -95,7 +95,7 @@ pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
     env.counters.drop(DropReason::BadChecksum);
     // The dropped bytes owe no ACK.
     if tcb.rcv_unverified == 0 && tcb.ack_seq() == tcb.last_ack_sent {
-        tcb.timers.delack = None;
+        tcb.timers.delack.clear();
         tcb.unacked_segs = 0;
         // Nor does a quick ACK owed only for them.
         if tcb.quickack.owed {

@@ -136,7 +136,7 @@ pub(crate) fn fast_ack(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, ack: SeqNum
             tcb.ts_recent_age = env.now;
         }
     }
-    let old_rexmt = tcb.timers.rexmt;
+    let old_rexmt = tcb.timers.rexmt.get();
     // Prediction is off during recovery and while duplicate ACKs count (`pred_word`), so the
     // predicted ACK goes straight to window growth, without recovery's branch.
     debug_assert!(tcb.recovery.is_none() && tcb.dupacks == 0);
@@ -154,7 +154,7 @@ pub(crate) fn fast_ack(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, ack: SeqNum
     env.counters.fast_path_acks += 1;
     // Only the retransmission timer changed. The wheel is lazy (`Tcp::rearm`): a timer
     // moved later needs no filing, one moved earlier, started or stopped does.
-    match (old_rexmt, tcb.timers.rexmt) {
+    match (old_rexmt, tcb.timers.rexmt.get()) {
         (Some(old), Some(new)) => new < old,
         (old, new) => old != new,
     }

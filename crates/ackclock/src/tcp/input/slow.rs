@@ -344,7 +344,7 @@ pub(crate) fn synchronized(
         let wnd = (seg.wnd as u32) << tcb.snd_wscale;
         if wnd > 0 && tcb.snd_wnd == 0 {
             // The window opened: stop probing (RFC 9293 §3.8.6.1).
-            tcb.timers.persist = None;
+            tcb.timers.persist.clear();
             tcb.persist_backoff = 0;
         }
         tcb.snd_wnd = wnd;
@@ -366,7 +366,7 @@ pub(crate) fn synchronized(
         State::FinWait1 if tcb.fin_acked() => {
             tcb.state = State::FinWait2;
             if tcb.orphan {
-                tcb.timers.keepalive = Some(env.now + env.config.fin_wait_2_timeout);
+                tcb.timers.keepalive.set(env.now + env.config.fin_wait_2_timeout);
             }
         }
         State::Closing if tcb.fin_acked() => enter_time_wait(env, tcb),
@@ -533,10 +533,10 @@ pub(crate) fn ack_grow(env: &Env, tcb: &mut Tcb, ack: SeqNumber, data_acked: u32
 #[inline(always)]
 pub(crate) fn ack_timer(env: &mut Env, tcb: &mut Tcb) {
     if tcb.snd_una == tcb.snd_max {
-        tcb.timers.rexmt = None;
+        tcb.timers.rexmt.clear();
         tcb.rexmt_start = None;
     } else {
-        tcb.timers.rexmt = Some(env.now.plus_nanos(tcb.rtt.rto_nanos()));
+        tcb.timers.rexmt.set(env.now.plus_nanos(tcb.rtt.rto_nanos()));
         tcb.rexmt_start = Some(env.now);
         // The ACK stopped at a segment the peer SACKed: it reneged.
         recovery::check_reneging(env, tcb);
@@ -716,7 +716,7 @@ pub(crate) fn in_order_received(
         tcb.ack_now = true;
         tcb.quickack.owed = true;
     } else if tcb.timers.delack.is_none() {
-        tcb.timers.delack = Some(now + delayed_ack);
+        tcb.timers.delack.set(now + delayed_ack);
     }
 }
 
@@ -816,5 +816,5 @@ fn fin_arrives(env: &mut Env, tcb: &mut Tcb) -> Outcome {
 pub(crate) fn enter_time_wait(env: &mut Env, tcb: &mut Tcb) {
     tcb.state = State::TimeWait;
     tcb.timers = Default::default();
-    tcb.timers.time_wait = Some(env.now + env.config.msl * 2);
+    tcb.timers.time_wait.set(env.now + env.config.msl * 2);
 }
