@@ -42,6 +42,7 @@ pub struct ServeArgs {
     json: bool,
 }
 
+/// The scratch buffer, one for all connections, that discard, chargen and echo read into.
 const ECHO_BUFFER: usize = 64 * 1024;
 const HTTP_HEAD_LIMIT: usize = 8 * 1024;
 /// Largest single `tcp_send` of generated data.
@@ -191,8 +192,16 @@ enum Service {
 
 enum State {
     Discard,
-    Echo { buf: Box<[u8]>, start: usize, end: usize, eof: bool },
-    Chargen { pos: usize },
+    /// `pending`: what was read and not yet taken by the send buffer, held (and allocated)
+    /// only while the peer does not read; nothing more is read meanwhile, so the receive
+    /// window closes. An idle echo connection holds no buffer of its own.
+    Echo {
+        pending: Vec<u8>,
+        eof: bool,
+    },
+    Chargen {
+        pos: usize,
+    },
     Http(Http),
 }
 
@@ -217,7 +226,7 @@ impl Conn {
     fn new(handle: TcpHandle, svc: Service) -> Conn {
         let state = match svc {
             Service::Discard => State::Discard,
-            Service::Echo => State::Echo { buf: vec![0; ECHO_BUFFER].into_boxed_slice(), start: 0, end: 0, eof: false },
+            Service::Echo => State::Echo { pending: Vec::new(), eof: false },
             Service::Chargen => State::Chargen { pos: 0 },
             Service::Http => State::Http(Http::default()),
         };
@@ -241,39 +250,44 @@ impl Conn {
                     }
                 }
             }
-            State::Echo { buf, start, end, eof } => loop {
+            State::Echo { pending, eof } => loop {
                 let mut progress = false;
-                if *start < *end {
-                    match stack.tcp_send(h, &buf[*start..*end]) {
+                if !pending.is_empty() {
+                    match stack.tcp_send(h, pending) {
                         Ok(n) => {
-                            *start += n;
-                            progress = true;
+                            pending.drain(..n);
+                            progress = n > 0;
                         }
                         Err(e) if gone(e) => return Step::Close,
                         Err(_) => {}
                     }
+                    if pending.is_empty() {
+                        // Give the memory back: the peer reads again.
+                        *pending = Vec::new();
+                    }
                 }
-                if *start == *end {
-                    (*start, *end) = (0, 0);
-                } else if *start > buf.len() / 2 {
-                    buf.copy_within(*start..*end, 0);
-                    (*start, *end) = (0, *end - *start);
-                }
-                if !*eof && *end < buf.len() {
-                    match stack.tcp_recv(h, &mut buf[*end..]) {
+                if pending.is_empty() && !*eof {
+                    // Read through the shared scratch buffer and send at once; only what
+                    // the send buffer did not take is kept.
+                    match stack.tcp_recv(h, scratch) {
                         Ok(0) => {
                             *eof = true;
                             progress = true;
                         }
                         Ok(n) => {
-                            *end += n;
+                            let sent = match stack.tcp_send(h, &scratch[..n]) {
+                                Ok(k) => k,
+                                Err(e) if gone(e) => return Step::Close,
+                                Err(_) => 0,
+                            };
+                            pending.extend_from_slice(&scratch[sent..n]);
                             progress = true;
                         }
                         Err(e) if gone(e) => return Step::Close,
                         Err(_) => {}
                     }
                 }
-                if *eof && *start == *end {
+                if *eof && pending.is_empty() {
                     return Step::Close;
                 }
                 if !progress {
