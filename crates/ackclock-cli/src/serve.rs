@@ -22,9 +22,10 @@
 use crate::chargen::{self, Chargen};
 use crate::link::{impair_report, install_signals, stopping, Link, LinkArgs};
 use ackclock::phy::Device;
-use ackclock::{Error, ListenerHandle, Stack, TcpHandle};
+use ackclock::{Error, Event, ListenerHandle, Stack, TcpHandle};
 use clap::Args;
 use core::net::Ipv4Addr;
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddrV4;
 use std::process::ExitCode;
@@ -95,7 +96,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     }
     let _ = std::io::stdout().flush();
 
-    let mut conns: Vec<Conn> = Vec::new();
+    let mut conns: HashMap<TcpHandle, Conn> = HashMap::new();
     let mut scratch = vec![0u8; ECHO_BUFFER];
     let pattern: Vec<u8> = (0..PATTERN_PERIOD + CHUNK).map(|i| (i % PATTERN_PERIOD) as u8).collect();
     let chargen = Chargen::new(CHUNK);
@@ -105,20 +106,15 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     while !stopping() {
         let now = link.now();
         stack.receive(now, &mut link.dev);
-        for &(l, svc) in &listeners {
-            while let Ok(h) = stack.tcp_accept(l) {
-                accepted += 1;
-                conns.push(Conn::new(h, svc));
-            }
-        }
-        conns.retain_mut(|c| match c.step(&mut stack, &mut scratch, &gen) {
-            Step::Keep => true,
-            Step::Close => {
-                let _ = stack.tcp_close(c.handle);
-                false
-            }
-        });
+        let mut ctx = Services { listeners: &listeners, conns: &mut conns, scratch: &mut scratch, gen: &gen };
+        accepted += ctx.on_events(&mut stack).1;
         stack.transmit(now, &mut link.dev);
+        // Timers run in transmit (a retransmission limit, a keepalive): their events too.
+        let (any, n) = ctx.on_events(&mut stack);
+        accepted += n;
+        if any {
+            stack.transmit(now, &mut link.dev);
+        }
         link.report_errors("ackclock serve");
         link.trim_memory(&stack);
         if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
@@ -129,8 +125,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
 
     // Shut down: reset what is open, stop listening, and let the resets out.
     let open = conns.len();
-    for c in conns.drain(..) {
-        let _ = stack.tcp_abort(c.handle);
+    for (h, _) in conns.drain() {
+        let _ = stack.tcp_abort(h);
     }
     for (l, _) in listeners {
         let _ = stack.tcp_unlisten(l);
@@ -175,6 +171,49 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     // The pcap (--pcap), if any, is complete only once flushed.
     let flushed = link.finish();
     result.and(flushed)
+}
+
+/// The services and their open connections.
+struct Services<'a, 'g> {
+    listeners: &'a [(ListenerHandle, Service)],
+    conns: &'a mut HashMap<TcpHandle, Conn>,
+    scratch: &'a mut [u8],
+    gen: &'a Generated<'g>,
+}
+
+impl Services<'_, '_> {
+    /// Accept and serve what the stack's events name (`Stack::poll_event`): a wake costs
+    /// the connections that something happened to, not every open one. Returns whether
+    /// there was any event, and how many connections were accepted.
+    fn on_events(&mut self, stack: &mut Stack) -> (bool, u64) {
+        let (mut any, mut accepted) = (false, 0);
+        while let Some(ev) = stack.poll_event() {
+            any = true;
+            match ev {
+                Event::Accept(_) => {
+                    for &(l, svc) in self.listeners {
+                        while let Ok(h) = stack.tcp_accept(l) {
+                            accepted += 1;
+                            // Data may have come with the handshake: its event went to the
+                            // listener's queue, not to us, so look now.
+                            self.conns.insert(h, Conn::new(h, svc));
+                            self.step(stack, h);
+                        }
+                    }
+                }
+                Event::Tcp(h) => self.step(stack, h),
+            }
+        }
+        (any, accepted)
+    }
+
+    fn step(&mut self, stack: &mut Stack, h: TcpHandle) {
+        let Some(c) = self.conns.get_mut(&h) else { return };
+        if let Step::Close = c.step(stack, self.scratch, self.gen) {
+            self.conns.remove(&h);
+            let _ = stack.tcp_close(h);
+        }
+    }
 }
 
 struct Generated<'a> {
