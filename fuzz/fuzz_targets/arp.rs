@@ -7,7 +7,11 @@ use ackclock::wire::arp::PACKET_LEN;
 use ackclock::wire::{ArpPacket, ArpRepr, EtherType};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../common/frames.rs"]
+mod frames;
+
 fuzz_target!(|data: &[u8]| {
+    frames::parsed();
     let unchecked = ArpPacket::new_unchecked(data);
     let Ok(packet) = ArpPacket::new_checked(data) else {
         assert!(ArpRepr::parse(&unchecked).is_err());

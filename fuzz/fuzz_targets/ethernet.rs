@@ -7,7 +7,11 @@ use ackclock::wire::ethernet::{HEADER_LEN, VLAN_TAG_LEN};
 use ackclock::wire::{EtherType, EthernetFrame, EthernetRepr};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../common/frames.rs"]
+mod frames;
+
 fuzz_target!(|data: &[u8]| {
+    frames::parsed();
     let unchecked = EthernetFrame::new_unchecked(data);
     let Ok(frame) = EthernetFrame::new_checked(data) else {
         assert!(EthernetRepr::parse(&unchecked).is_err());

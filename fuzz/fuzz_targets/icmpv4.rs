@@ -6,7 +6,11 @@
 use ackclock::wire::{Icmpv4Packet, Icmpv4Repr};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../common/frames.rs"]
+mod frames;
+
 fuzz_target!(|data: &[u8]| {
+    frames::parsed();
     let unchecked = Icmpv4Packet::new_unchecked(data);
     let Ok(packet) = Icmpv4Packet::new_checked(data) else {
         assert!(Icmpv4Repr::parse(&unchecked).is_err());

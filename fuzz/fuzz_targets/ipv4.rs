@@ -6,7 +6,11 @@
 use ackclock::wire::{Ipv4Packet, Ipv4Repr};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../common/frames.rs"]
+mod frames;
+
 fuzz_target!(|data: &[u8]| {
+    frames::parsed();
     let unchecked = Ipv4Packet::new_unchecked(data);
     let Ok(packet) = Ipv4Packet::new_checked(data) else {
         assert!(Ipv4Repr::parse(&unchecked, false).is_err());

@@ -20,6 +20,9 @@ use ackclock::time::{Duration, Instant};
 use ackclock::wire::Ipv4Addr;
 use ackclock::{Stack, StackConfig, TcpHandle};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../common/frames.rs"]
+mod frames;
 use std::net::SocketAddrV4;
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -59,6 +62,8 @@ struct World {
     /// A's frames on their way to the servers, as bytes.
     link: Vec<Vec<u8>>,
     spent: Duration,
+    /// The fuzzed program runs (not the handshake before it): frames count as the program's.
+    program: bool,
 }
 
 fn byte(i: u64) -> u8 {
@@ -81,7 +86,7 @@ impl World {
             l.push(x.tcp_listen(SocketAddrV4::new(S, 80), 4).ok()?);
         }
         let c = a.tcp_connect(SocketAddrV4::new(S, 80)).ok()?;
-        let mut w = World { a, s, c, h: [c, c], now, link: vec![], spent: Duration::ZERO };
+        let mut w = World { a, s, c, h: [c, c], now, link: vec![], spent: Duration::ZERO, program: false };
         for _ in 0..10 {
             w.a_out();
             w.deliver(usize::MAX);
@@ -118,7 +123,10 @@ impl World {
     fn deliver(&mut self, n: usize) {
         let n = n.min(self.link.len());
         let frames: Vec<Vec<u8>> = self.link.drain(..n).collect();
-        for s in self.s.iter_mut() {
+        for k in 0..2 {
+            let h = self.h[k];
+            self.count(&self.s[k], h, frames.len());
+            let s = &mut self.s[k];
             let mut b = Batch::with_capacity(frames.len().max(1));
             for f in &frames {
                 if let Some(p) = World::frame(s, f) {
@@ -140,12 +148,22 @@ impl World {
             })
             .collect();
         assert_eq!(out[0], out[1], "the servers sent different frames");
+        self.count(&self.a, self.c, out[0].len());
         for f in &out[0] {
             if let Some(p) = World::frame(&self.a, f) {
                 self.a.process(self.now, p);
             }
         }
         self.check();
+    }
+
+    /// `n` frames about to reach `stack`, whose connection under test is `h`.
+    fn count(&self, stack: &Stack, h: TcpHandle, n: usize) {
+        if !self.program {
+            return frames::outside(n as u64);
+        }
+        let live = stack.tcp_info(h).is_ok_and(|i| i.state == ackclock::tcp::State::Established);
+        frames::program(n as u64, if live { n as u64 } else { 0 });
     }
 
     fn check(&self) {
@@ -163,6 +181,7 @@ fuzz_target!(|data: &[u8]| {
     let mut sent_a = 0u64;
     let mut sent_s = 0u64;
     let mut buf = vec![0u8; 8192];
+    w.program = true;
     while !input.0.is_empty() {
         match input.u8() % 8 {
             0 => {
@@ -194,6 +213,9 @@ fuzz_target!(|data: &[u8]| {
                 let r0 = w.s[0].tcp_recv(w.h[0], &mut buf[..n]).map(|k| buf[..k].to_vec());
                 let r1 = w.s[1].tcp_recv(w.h[1], &mut buf[..n]).map(|k| buf[..k].to_vec());
                 assert_eq!(r0, r1, "the servers read different bytes");
+                if let Ok(b) = &r0 {
+                    frames::bytes(b.len() as u64);
+                }
                 let mut sink = [0u8; 8192];
                 let _ = w.a.tcp_recv(w.c, &mut sink);
             }
@@ -231,5 +253,6 @@ fuzz_target!(|data: &[u8]| {
             _ => {}
         }
     }
+    w.program = false;
     w.deliver(usize::MAX);
 });

@@ -8,7 +8,11 @@ use ackclock::wire::tcp::{MAX_HEADER_LEN, MAX_WINDOW_SCALE, TS_ONLY_PREFIX};
 use ackclock::wire::{Ipv4Addr, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../common/frames.rs"]
+mod frames;
+
 fuzz_target!(|data: &[u8]| {
+    frames::parsed();
     if data.len() < 8 {
         return;
     }

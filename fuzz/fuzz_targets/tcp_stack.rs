@@ -27,6 +27,9 @@ use ackclock::wire::{
 };
 use ackclock::{Shutdown, Stack, StackConfig, TcpHandle};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../common/frames.rs"]
+mod frames;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
@@ -35,6 +38,8 @@ const PORT: u16 = 80;
 const QUEUE: usize = 256;
 const MAX_HANDLES: usize = 6;
 const MAX_CONNECTIONS: usize = 8;
+/// Compact TIME-WAIT entries held apart from `MAX_CONNECTIONS` (`TcpConfig::max_time_wait`).
+const MAX_TIME_WAIT: usize = 4;
 
 /// The fuzz input as a source of numbers; zeros once it runs out.
 struct Input<'a>(&'a [u8]);
@@ -101,6 +106,9 @@ struct World {
     shut_rd: [bool; 2],
     /// Something other than the two stacks put a frame on the link: data may differ.
     tainted: bool,
+    /// The fuzzed program runs (not the handshake before it or the teardown after it):
+    /// frames are counted as the program's.
+    program: bool,
 }
 
 /// `FUZZ_DEBUG` set: print every segment on the main connection and every injection.
@@ -117,6 +125,7 @@ fn config(i: usize) -> StackConfig {
         send_buffer: 24 * 1024,
         recv_buffer: 16 * 1024,
         max_connections: MAX_CONNECTIONS,
+        max_time_wait: MAX_TIME_WAIT,
         ..TcpConfig::default()
     };
     c.batch = 32;
@@ -151,6 +160,7 @@ impl World {
             shut_wr: [false; 2],
             shut_rd: [false; 2],
             tainted: false,
+            program: false,
         };
         w.main_ports[0] = w.stacks[0].tcp_tuple(c).ok()?.local_port;
         for _ in 0..10 {
@@ -219,6 +229,7 @@ impl World {
     fn deliver(&mut self, from: usize, n: usize) {
         for _ in 0..n {
             let Some(frame) = self.link[from].pop_front() else { break };
+            self.count_frame(1 - from);
             self.stacks[1 - from].process(self.now, frame);
         }
         self.collect(1 - from);
@@ -234,6 +245,16 @@ impl World {
         self.deliver(1, n);
     }
 
+    /// One frame about to reach side `to`, for the report of frames per target.
+    fn count_frame(&self, to: usize) {
+        if !self.program {
+            return frames::outside(1);
+        }
+        let main = self.handles[to].first().and_then(|&h| self.stacks[to].tcp_info(h).ok());
+        let live = main.is_some_and(|i| i.state == ackclock::tcp::State::Established);
+        frames::program(1, live as u64);
+    }
+
     /// A frame with `bytes`, from `side`'s pool (where the injected frame lands).
     fn frame(&self, side: usize, bytes: &[u8]) -> Option<PBuf> {
         let mut buf = self.stacks[side].pool().alloc().ok()?;
@@ -247,6 +268,7 @@ impl World {
         }
         self.tainted |= taint;
         if let Some(f) = self.frame(to, bytes) {
+            self.count_frame(to);
             self.stacks[to].process(self.now, f);
             self.collect(to);
         }
@@ -346,6 +368,7 @@ impl World {
                     if main {
                         let off = self.read[side];
                         self.read[side] += k as u64;
+                        frames::bytes(k as u64);
                         if !self.tainted && !self.shut_rd[side] {
                             for (j, &b) in buf[..k].iter().enumerate() {
                                 assert_eq!(
@@ -419,7 +442,10 @@ impl World {
     fn check(&self) {
         for s in &self.stacks {
             assert!(s.pool().available() <= s.pool().capacity(), "more free buffers than the pool has");
-            assert!(s.tcp().connections() <= MAX_CONNECTIONS, "connection table over its bound");
+            // Closed connections in TIME-WAIT leave their slots for compact entries with a
+            // limit of their own: both bounds together.
+            let bound = MAX_CONNECTIONS + MAX_TIME_WAIT;
+            assert!(s.tcp().connections() <= bound, "connection table over its bound");
         }
     }
 
@@ -527,6 +553,7 @@ fuzz_target!(|data: &[u8]| {
     let Some(mut w) = World::new() else { return };
     let mut r = Input(data);
     let mut ops = 0;
+    w.program = true;
     while !r.is_empty() && ops < 256 {
         ops += 1;
         let op = r.u8();
@@ -608,5 +635,6 @@ fuzz_target!(|data: &[u8]| {
         }
         w.check();
     }
+    w.program = false;
     w.finish();
 });

@@ -6,7 +6,11 @@
 use ackclock::wire::{Ipv4Addr, UdpPacket, UdpRepr};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../common/frames.rs"]
+mod frames;
+
 fuzz_target!(|data: &[u8]| {
+    frames::parsed();
     if data.len() < 8 {
         return;
     }

@@ -22,9 +22,10 @@
 use crate::chargen::{self, Chargen};
 use crate::link::{impair_report, install_signals, report_requested, stopping, Link, LinkArgs};
 use ackclock::phy::Device;
-use ackclock::{Error, ListenerHandle, Stack, TcpHandle};
+use ackclock::{Error, Event, ListenerHandle, Stack, TcpHandle};
 use clap::Args;
 use core::net::Ipv4Addr;
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddrV4;
 use std::process::ExitCode;
@@ -42,6 +43,7 @@ pub struct ServeArgs {
     json: bool,
 }
 
+/// The scratch buffer, one for all connections, that discard, chargen and echo read into.
 const ECHO_BUFFER: usize = 64 * 1024;
 const HTTP_HEAD_LIMIT: usize = 8 * 1024;
 /// Largest single `tcp_send` of generated data.
@@ -94,7 +96,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     }
     let _ = std::io::stdout().flush();
 
-    let mut conns: Vec<Conn> = Vec::new();
+    let mut conns: HashMap<TcpHandle, Conn> = HashMap::new();
     let mut scratch = vec![0u8; ECHO_BUFFER];
     let pattern: Vec<u8> = (0..PATTERN_PERIOD + CHUNK).map(|i| (i % PATTERN_PERIOD) as u8).collect();
     let chargen = Chargen::new(CHUNK);
@@ -104,20 +106,15 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     while !stopping() {
         let now = link.now();
         stack.receive(now, &mut link.dev);
-        for &(l, svc) in &listeners {
-            while let Ok(h) = stack.tcp_accept(l) {
-                accepted += 1;
-                conns.push(Conn::new(h, svc));
-            }
-        }
-        conns.retain_mut(|c| match c.step(&mut stack, &mut scratch, &gen) {
-            Step::Keep => true,
-            Step::Close => {
-                let _ = stack.tcp_close(c.handle);
-                false
-            }
-        });
+        let mut ctx = Services { listeners: &listeners, conns: &mut conns, scratch: &mut scratch, gen: &gen };
+        accepted += ctx.on_events(&mut stack).1;
         stack.transmit(now, &mut link.dev);
+        // Timers run in transmit (a retransmission limit, a keepalive): their events too.
+        let (any, n) = ctx.on_events(&mut stack);
+        accepted += n;
+        if any {
+            stack.transmit(now, &mut link.dev);
+        }
         if report_requested() {
             print_stats(&stack, &link, args.json);
         }
@@ -131,8 +128,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
 
     // Shut down: reset what is open, stop listening, and let the resets out.
     let open = conns.len();
-    for c in conns.drain(..) {
-        let _ = stack.tcp_abort(c.handle);
+    for (h, _) in conns.drain() {
+        let _ = stack.tcp_abort(h);
     }
     for (l, _) in listeners {
         let _ = stack.tcp_unlisten(l);
@@ -203,6 +200,49 @@ fn print_stats(stack: &Stack, link: &Link, json: bool) {
     }
 }
 
+/// The services and their open connections.
+struct Services<'a, 'g> {
+    listeners: &'a [(ListenerHandle, Service)],
+    conns: &'a mut HashMap<TcpHandle, Conn>,
+    scratch: &'a mut [u8],
+    gen: &'a Generated<'g>,
+}
+
+impl Services<'_, '_> {
+    /// Accept and serve what the stack's events name (`Stack::poll_event`): a wake costs
+    /// the connections that something happened to, not every open one. Returns whether
+    /// there was any event, and how many connections were accepted.
+    fn on_events(&mut self, stack: &mut Stack) -> (bool, u64) {
+        let (mut any, mut accepted) = (false, 0);
+        while let Some(ev) = stack.poll_event() {
+            any = true;
+            match ev {
+                Event::Accept(_) => {
+                    for &(l, svc) in self.listeners {
+                        while let Ok(h) = stack.tcp_accept(l) {
+                            accepted += 1;
+                            // Data may have come with the handshake: its event went to the
+                            // listener's queue, not to us, so look now.
+                            self.conns.insert(h, Conn::new(h, svc));
+                            self.step(stack, h);
+                        }
+                    }
+                }
+                Event::Tcp(h) => self.step(stack, h),
+            }
+        }
+        (any, accepted)
+    }
+
+    fn step(&mut self, stack: &mut Stack, h: TcpHandle) {
+        let Some(c) = self.conns.get_mut(&h) else { return };
+        if let Step::Close = c.step(stack, self.scratch, self.gen) {
+            self.conns.remove(&h);
+            let _ = stack.tcp_close(h);
+        }
+    }
+}
+
 struct Generated<'a> {
     pattern: &'a [u8],
     chargen: &'a Chargen,
@@ -218,8 +258,16 @@ enum Service {
 
 enum State {
     Discard,
-    Echo { buf: Box<[u8]>, start: usize, end: usize, eof: bool },
-    Chargen { pos: usize },
+    /// `pending`: what was read and not yet taken by the send buffer, held (and allocated)
+    /// only while the peer does not read; nothing more is read meanwhile, so the receive
+    /// window closes. An idle echo connection holds no buffer of its own.
+    Echo {
+        pending: Vec<u8>,
+        eof: bool,
+    },
+    Chargen {
+        pos: usize,
+    },
     Http(Http),
 }
 
@@ -244,7 +292,7 @@ impl Conn {
     fn new(handle: TcpHandle, svc: Service) -> Conn {
         let state = match svc {
             Service::Discard => State::Discard,
-            Service::Echo => State::Echo { buf: vec![0; ECHO_BUFFER].into_boxed_slice(), start: 0, end: 0, eof: false },
+            Service::Echo => State::Echo { pending: Vec::new(), eof: false },
             Service::Chargen => State::Chargen { pos: 0 },
             Service::Http => State::Http(Http::default()),
         };
@@ -268,39 +316,44 @@ impl Conn {
                     }
                 }
             }
-            State::Echo { buf, start, end, eof } => loop {
+            State::Echo { pending, eof } => loop {
                 let mut progress = false;
-                if *start < *end {
-                    match stack.tcp_send(h, &buf[*start..*end]) {
+                if !pending.is_empty() {
+                    match stack.tcp_send(h, pending) {
                         Ok(n) => {
-                            *start += n;
-                            progress = true;
+                            pending.drain(..n);
+                            progress = n > 0;
                         }
                         Err(e) if gone(e) => return Step::Close,
                         Err(_) => {}
                     }
+                    if pending.is_empty() {
+                        // Give the memory back: the peer reads again.
+                        *pending = Vec::new();
+                    }
                 }
-                if *start == *end {
-                    (*start, *end) = (0, 0);
-                } else if *start > buf.len() / 2 {
-                    buf.copy_within(*start..*end, 0);
-                    (*start, *end) = (0, *end - *start);
-                }
-                if !*eof && *end < buf.len() {
-                    match stack.tcp_recv(h, &mut buf[*end..]) {
+                if pending.is_empty() && !*eof {
+                    // Read through the shared scratch buffer and send at once; only what
+                    // the send buffer did not take is kept.
+                    match stack.tcp_recv(h, scratch) {
                         Ok(0) => {
                             *eof = true;
                             progress = true;
                         }
                         Ok(n) => {
-                            *end += n;
+                            let sent = match stack.tcp_send(h, &scratch[..n]) {
+                                Ok(k) => k,
+                                Err(e) if gone(e) => return Step::Close,
+                                Err(_) => 0,
+                            };
+                            pending.extend_from_slice(&scratch[sent..n]);
                             progress = true;
                         }
                         Err(e) if gone(e) => return Step::Close,
                         Err(_) => {}
                     }
                 }
-                if *eof && *start == *end {
+                if *eof && pending.is_empty() {
                     return Step::Close;
                 }
                 if !progress {

@@ -226,3 +226,29 @@ fn paws_drops_do_not_start_an_ack_loop() {
     assert!(acks <= 1, "{acks} ACKs for 50 PAWS drops");
     assert_eq!(t.stack.counters().drops_paws, 50);
 }
+
+/// Fuzz artifact `crash-278fef90` (a 706-byte program; 2026-11-25): the target asserted
+/// `connections() <= max_connections`, but a connection the application closed that reaches
+/// TIME-WAIT leaves its slot for a compact entry with a limit of its own
+/// (`TcpConfig::max_time_wait`, as Linux's `tcp_max_tw_buckets`), so the table holds up to
+/// `max_connections + max_time_wait`: with `max_connections` 1, a connection we closed first
+/// stays in TIME-WAIT (RFC 9293 §3.10.7.4) and a new SYN on another port is still answered
+/// and accepted. The harness bound was wrong, not the stack; this pins the behaviour.
+#[test]
+fn time_wait_entries_are_held_apart_from_max_connections() {
+    let cfg = TcpConfig { max_connections: 1, max_time_wait: 4, ..TcpConfig::default() };
+    let mut t = Script::new(cfg);
+    let (l, c) = established(&mut t);
+    t.stack.tcp_close(c).unwrap();
+    t.expect(1, seg("F.").seq(1).ack(PEER_ISS + 1).win(WIN));
+    t.inject(2, seg("F.").seq(PEER_ISS + 1).ack(2).win(WIN));
+    t.expect(2, seg(".").seq(2).ack(PEER_ISS + 2).win(WIN));
+    assert_eq!(t.stack.tcp().connections(), 1, "the closed connection waits in TIME-WAIT");
+    // A second connection from another port: the slot is free, so it is accepted.
+    t.inject(3, seg("S").peer_port(40001).seq(PEER_ISS).win(WIN).mss(1460));
+    let synack = t.expect(3, seg("S.").peer_port(40001).any_options().ack(PEER_ISS + 1));
+    t.inject(4, seg(".").peer_port(40001).seq(PEER_ISS + 1).ack(synack.seq.wrapping_add(1)).win(WIN));
+    let c2 = t.stack.tcp_accept(l).expect("accepted beside the TIME-WAIT entry");
+    assert_eq!(state(&t, c2), State::Established);
+    assert_eq!(t.stack.tcp().connections(), 2, "max_connections (1) plus one TIME-WAIT entry");
+}
