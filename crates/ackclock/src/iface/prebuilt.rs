@@ -28,7 +28,7 @@ pub struct Prebuilt {
 }
 
 impl Prebuilt {
-    /// Nothing captured yet: [`fits`](Self::fits) is false.
+    /// Nothing captured yet: these headers fit no packet.
     pub const EMPTY: Prebuilt = Prebuilt { bytes: [0; ETH + IP], link: u8::MAX, sum: 0 };
 
     /// Keep `hdr`, the link header (`link` bytes, 0 or 14) and the 20-byte IPv4 header just
