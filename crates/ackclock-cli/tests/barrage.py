@@ -64,18 +64,46 @@ def live(p, from_stack):
     return (t.sport, t.dport) == ((7, cport) if from_stack else (cport, 7))
 
 
-ours = [p for _, p in frames if live(p, True)]
-theirs = [p for _, p in frames if live(p, False)]
-assert ours and theirs, "the sniffer saw the echo connection"
+def stack_frames():
+    return [p for _, p in list(frames) if live(p, True)]
+
+
+# After the echo the stack has sent and acknowledged exactly 64 KB: its next sequence number
+# and the one it expects (RCV.NXT) follow from the SYN-ACK. The sniffer may still be working
+# through its backlog on a loaded machine, so wait until it has seen the stack's segment that
+# says so, and take the window from that one (not from whatever it saw last).
+ours = []
+for _ in range(200):
+    ours = stack_frames()
+    if any(p[TCP].flags.S for p in ours):
+        break
+    time.sleep(0.1)
 synack = next(p for p in ours if p[TCP].flags.S)
 wscale = dict((k, v) for k, v in synack[TCP].options if k == "WScale").get("WScale", 0)
-last = ours[-1]
+snd_nxt = (synack[TCP].seq + 1 + 65536) & 0xFFFFFFFF
+rcv_nxt = (synack[TCP].ack + 65536) & 0xFFFFFFFF
+
+
+def settled(p):
+    return p[TCP].ack == rcv_nxt
+
+
+# The sniffer can also miss frames of the bulk echo (seen on a loaded machine), so the state
+# comes from the arithmetic above and only the window from a frame: the latest one that
+# acknowledges the whole echo, or failing that the latest one seen (the window only grows
+# once the application has read everything).
+last = None
+for _ in range(30):
+    last = next((p for p in reversed(stack_frames()) if settled(p)), None)
+    if last is not None:
+        break
+    time.sleep(0.1)
+if last is None:
+    last = stack_frames()[-1]
+theirs = [p for _, p in list(frames) if live(p, False)]
+assert theirs, "the sniffer saw the echo connection"
 stack_mac, host_mac = last[Ether].src, last[Ether].dst
 host_ip = last[IP].dst
-# The stack's next sequence number, and the next one it expects (RCV.NXT): its last segment
-# carried everything it sent and acknowledged everything we sent.
-snd_nxt = (last[TCP].seq + len(last[TCP].payload)) & 0xFFFFFFFF
-rcv_nxt = last[TCP].ack
 rcv_wnd = last[TCP].window << wscale
 peer_win = theirs[-1][TCP].window
 assert rcv_wnd > 4096, f"the stack's window: {rcv_wnd}"
