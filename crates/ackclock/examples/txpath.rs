@@ -12,66 +12,16 @@
 //! segments, the application reads them, and dispatch sends the ACK they are owed (RFC 5681
 //! §4.2: at least every second full-size segment). `--tun` uses a link without a link header.
 
-use ackclock::buf::{PBuf, Pool, PoolConfig};
+use ackclock::buf::{Pool, PoolConfig};
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::Capabilities;
 use ackclock::time::{Duration, Instant};
-use ackclock::wire::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, SackBlocks, TcpFlags,
-    TcpPacket, TcpRepr,
-};
+use ackclock::wire::{EtherType, EthernetFrame, Ipv4Packet, TcpFlags, TcpPacket, TcpRepr};
 use ackclock::{Stack, StackConfig};
-use core::net::Ipv4Addr;
+#[path = "support/peer.rs"]
+mod peer;
+use peer::{Peer, LOCAL, MSS, PEER, PEER_ISS, PEER_MAC};
 use std::net::SocketAddrV4;
-
-const LOCAL: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const PEER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
-const PEER_ISS: u32 = 1_000_000;
-const MSS: usize = 1448;
-
-struct Peer {
-    pool: Pool,
-    stack_mac: EthernetAddress,
-    /// Link header length: 14 (Ethernet) or 0 (TUN).
-    link: usize,
-}
-
-impl Peer {
-    fn frame(&self, seq: u32, ack: u32, flags: TcpFlags, ts: (u32, u32), ws: Option<u8>, payload: usize) -> PBuf {
-        let body = vec![0x42u8; payload];
-        let tcp = TcpRepr {
-            src_port: 40000,
-            dst_port: 80,
-            seq,
-            ack,
-            flags,
-            window: 65535,
-            urgent: 0,
-            max_seg_size: flags.contains(TcpFlags::SYN).then_some(1460),
-            window_scale: ws,
-            sack_permitted: false,
-            timestamps: Some(ts),
-            sack_blocks: SackBlocks::new(),
-            payload: &body,
-        };
-        let tl = tcp.header_len() + payload;
-        let ip = Ipv4Repr::new(PEER, LOCAL, IpProtocol::TCP, tl);
-        let eth =
-            EthernetRepr { src_addr: PEER_MAC, dst_addr: self.stack_mac, ethertype: EtherType::IPV4, vlan_id: None };
-        let mut b = self.pool.alloc().expect("peer pool");
-        let l = self.link;
-        let buf = b.append(l + 20 + tl).expect("frame fits");
-        if l > 0 {
-            eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
-        }
-        ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[l..l + 20]), true);
-        let hl = tcp.header_len();
-        buf[l + 20 + hl..].copy_from_slice(&body);
-        tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[l + 20..]), PEER, LOCAL, true);
-        b
-    }
-}
 
 /// The TCP segments in the stack's transmit ring: (seq, ack, payload length, tsval).
 fn take(stack: &mut Stack) -> Vec<(u32, u32, usize, u32)> {
@@ -135,12 +85,12 @@ fn main() {
 
     // Handshake with timestamps and window scaling.
     let listener = stack.tcp_listen(SocketAddrV4::new(LOCAL, 80), 4).expect("listen");
-    stack.process(now, peer.frame(PEER_ISS, 0, TcpFlags::SYN, (100, 0), Some(7), 0));
+    stack.process(now, peer.frame(PEER_ISS, 0, TcpFlags::SYN, Some((100, 0)), Some(7), 0));
     stack.dispatch(now);
     let synack = take(&mut stack)[0];
     let iss = synack.0;
     let mut ts = 101;
-    stack.process(now, peer.frame(PEER_ISS + 1, iss + 1, TcpFlags::ACK, (ts, synack.3), None, 0));
+    stack.process(now, peer.frame(PEER_ISS + 1, iss + 1, TcpFlags::ACK, Some((ts, synack.3)), None, 0));
     let conn = stack.tcp_accept(listener).expect("accepted");
     stack.dispatch(now);
     take(&mut stack);
@@ -165,7 +115,10 @@ fn main() {
                 }
                 if (i + 1) * burst % 32 == 0 {
                     ts += 1;
-                    stack.process(now, peer.frame(PEER_ISS + 1, snd_nxt, TcpFlags::ACK, (ts, last_tsval), None, 0));
+                    stack.process(
+                        now,
+                        peer.frame(PEER_ISS + 1, snd_nxt, TcpFlags::ACK, Some((ts, last_tsval)), None, 0),
+                    );
                 }
             }
         }
@@ -176,7 +129,7 @@ fn main() {
                 now += Duration::from_micros(1);
                 for _ in 0..2 {
                     ts += 1;
-                    stack.process(now, peer.frame(seq, iss + 1, TcpFlags::ACK, (ts, synack.3), None, MSS));
+                    stack.process(now, peer.frame(seq, iss + 1, TcpFlags::ACK, Some((ts, synack.3)), None, MSS));
                     seq = seq.wrapping_add(MSS as u32);
                 }
                 while stack.tcp_recv(conn, &mut sink).is_ok_and(|k| k > 0) {}
