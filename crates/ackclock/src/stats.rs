@@ -135,6 +135,8 @@ counters! {
         /// TIME-WAIT entries dropped before their 2 MSL because the table was full
         /// (`TcpConfig::max_time_wait`).
         time_wait_overflow,
+        /// Idle connections whose drained queues gave their storage back (`tcp::reclaim`).
+        conn_storage_reclaimed,
         /// Aggregates of two or more segments or ACKs that TCP processed once (receive
         /// aggregation, `tcp::Aggregation`).
         lro_aggregates,

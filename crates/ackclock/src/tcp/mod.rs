@@ -3,7 +3,8 @@
 //! (the connection table, as `in_pcb.c`), `usrreq` (the protocol side of the user requests,
 //! as `tcp_usrreq.c`), plus the connection control block (`tcb`), the RTO estimator
 //! ([`rtt`]), the out-of-order queue (`reasm`), sequence numbers ([`seq`]), SYN cookies
-//! (`syncookie`), compact TIME-WAIT (`timewait`), the timing wheel (`wheel`) and congestion control ([`cc`]).
+//! (`syncookie`), compact TIME-WAIT (`timewait`), the timing wheel (`wheel`), the idle sweep
+//! that gives drained queues' storage back (`reclaim`) and congestion control ([`cc`]).
 //!
 //! This module owns every connection of a stack. Lookups go through a one-entry last-hit
 //! cache (BSD's `tcp_last_inpcb`), then a keyed hash of the 4-tuple; listeners are found by
@@ -41,6 +42,7 @@ pub mod reasm;
 #[cfg(not(feature = "internals"))]
 #[allow(dead_code)] // its inspection methods serve the tests and benches
 pub(crate) mod reasm;
+pub(crate) mod reclaim;
 pub(crate) mod recovery;
 pub mod rtt;
 pub(crate) mod rxq;
@@ -100,6 +102,10 @@ pub struct Tcp {
     /// listed at most once (its `event` flag), so neither list grows past the tables.
     events: Events,
     listener_events: Events,
+    /// Connections that queued data, for the idle sweep that gives their queue storage back
+    /// (`reclaim`), and when it next runs.
+    reclaim: Events,
+    reclaim_at: Option<Instant>,
     isn: IsnGenerator,
     ports: PortAllocator,
     ts_key: [u64; 2],
@@ -144,6 +150,8 @@ impl Tcp {
             dirty: Vec::with_capacity(cap),
             events: Events::with_capacity(cap),
             listener_events: Events::with_capacity(0),
+            reclaim: Events::with_capacity(cap),
+            reclaim_at: None,
             isn: IsnGenerator::new(hash::derive_key(seed, 3)),
             ports: PortAllocator::new(hash::derive_key(seed, 4), lo, hi),
             ts_key: hash::derive_key(seed, 5),
@@ -185,6 +193,7 @@ impl Tcp {
     pub(crate) fn run_timers(&mut self, now: Instant, io: Io<'_>) {
         let Io { pool, iface, tx } = io;
         self.expire_time_wait(now);
+        self.reclaim_idle(now);
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, |k| expired.push(k));
         for &idx in &expired {
@@ -276,10 +285,7 @@ impl Tcp {
         if !self.dirty.is_empty() {
             return Some(now);
         }
-        match (self.wheel.next_deadline(), self.tw.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.wheel.next_deadline(), self.tw.next_deadline(), self.reclaim_deadline(now)].into_iter().flatten().min()
     }
 }
 
@@ -316,6 +322,24 @@ impl Events {
                 self.list.push(idx);
             }
         }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Keep the listed slots for which `keep` is true; the others are no longer listed.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        let listed = &mut self.listed;
+        self.list.retain(|&idx| {
+            let k = keep(idx);
+            if !k {
+                if let Some(f) = listed.get_mut(idx as usize) {
+                    *f = false;
+                }
+            }
+            k
+        });
     }
 
     /// The next listed slot, no longer listed.

@@ -33,6 +33,11 @@ impl RxQueue {
         self.v.len() - self.head
     }
 
+    /// Entries the storage holds without growing.
+    pub fn capacity(&self) -> usize {
+        self.v.capacity()
+    }
+
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.v.len() == self.head

@@ -260,6 +260,7 @@ impl Tcp {
             None => {
                 self.slots.push(Slot::default());
                 self.events.grow(self.slots.len());
+                self.reclaim.grow(self.slots.len());
                 (self.slots.len() - 1) as u32
             }
         };

@@ -148,9 +148,9 @@ pub(crate) struct RxSeg {
 
 /// The out-of-order queue of a connection, allocated when its first segment arrives out of
 /// order. Most connections never reorder, and an idle one should not carry the queue's
-/// 144 bytes. Once allocated it stays with the connection until it closes. Freeing it at
-/// each drain would cost an allocation per loss episode, and the data path allocates
-/// nothing in steady state, loss included.
+/// 144 bytes. Once allocated it stays while the connection is busy: freeing it at each drain
+/// would cost an allocation per loss episode, and the data path allocates nothing in steady
+/// state, loss included. It is given back after an idle second (`reclaim`), or at close.
 #[derive(Debug, Default)]
 pub(crate) struct LazyOoo(Option<Box<OutOfOrderQueue>>);
 
@@ -158,6 +158,12 @@ impl LazyOoo {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.as_ref().is_none_or(|q| q.is_empty())
+    }
+
+    /// The queue has been allocated (and not given back).
+    #[inline]
+    pub fn is_allocated(&self) -> bool {
+        self.0.is_some()
     }
 
     #[inline]

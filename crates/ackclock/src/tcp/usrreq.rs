@@ -262,6 +262,7 @@ impl Tcp {
         }
         if copied > 0 {
             self.mark_dirty(idx);
+            self.note_queued(idx);
         }
         Ok(copied)
     }
@@ -368,6 +369,7 @@ impl Tcp {
             self.mark_dirty(idx);
         }
         if copied > 0 {
+            self.note_queued(idx);
             return Ok(copied);
         }
         if eof {
