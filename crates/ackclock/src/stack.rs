@@ -36,6 +36,13 @@ pub struct StackConfig {
     pub udp: UdpConfig,
     /// Sizes of the packet-buffer pool, allocated once when the stack is made.
     pub pool: PoolConfig,
+    /// Buffers of the small size class beside a pool of large buffers (at least
+    /// [`SMALL_CLASS_ABOVE`](crate::buf::SMALL_CLASS_ABOVE) bytes, as for segmentation
+    /// offload): segments without payload (pure ACKs, SYNs, FINs, RSTs) and ARP frames are
+    /// built in [`small_class_config`](crate::buf::small_class_config)-sized buffers instead
+    /// of pinning a large one. 0 turns the
+    /// class off; with smaller buffers there is none.
+    pub small_buffers: usize,
     /// Frames moved per device call.
     pub batch: usize,
     /// The secret behind the RFC 6528 ISN key, the RFC 6056 ephemeral-port key and the
@@ -59,6 +66,7 @@ impl StackConfig {
             tcp: TcpConfig::default(),
             udp: UdpConfig::default(),
             pool: PoolConfig::default(),
+            small_buffers: 1024,
             batch: 64,
             seed,
         }
@@ -86,7 +94,12 @@ pub struct Stack {
 impl Stack {
     /// A stack for a device with `caps`. Allocates its pool and rings now.
     pub fn new(config: StackConfig, caps: Capabilities, now: Instant) -> Result<Stack, PoolConfigError> {
-        let pool = Pool::new(config.pool)?;
+        let pool = match config.small_buffers {
+            n if n > 0 && config.pool.buffer_size >= crate::buf::SMALL_CLASS_ABOVE => {
+                Pool::with_small_class(config.pool, crate::buf::small_class_config(config.pool, n))?
+            }
+            _ => Pool::new(config.pool)?,
+        };
         // A frame must fit one pool buffer behind its headroom, so the stack's MTU is the
         // device's capped there: with a jumbo MTU and small buffers, TCP would otherwise
         // advertise an MSS it cannot receive, and cut every segment it sends short of its

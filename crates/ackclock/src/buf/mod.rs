@@ -19,7 +19,10 @@
 
 mod pool;
 
-pub use pool::{Pool, PoolConfig, PoolConfigError, PoolExhausted, DEFAULT_BUFFER_SIZE, DEFAULT_HEADROOM};
+pub use pool::{
+    small_class_config, Pool, PoolConfig, PoolConfigError, PoolExhausted, DEFAULT_BUFFER_SIZE, DEFAULT_HEADROOM,
+    SMALL_CLASS_ABOVE,
+};
 
 use crate::wire::checksum;
 use core::fmt;
@@ -427,6 +430,40 @@ mod tests {
         assert_eq!(bad(1 << 30, 1 << 20, 0), PoolConfigError::OutOfMemory);
         let p = Pool::new(PoolConfig { buffers: 3, buffer_size: 100, headroom: 10 }).unwrap();
         assert_eq!(p.buffer_size(), 128, "rounded up to a cache line");
+    }
+
+    /// A small size class beside a pool of large buffers: `alloc_small` takes from it, falls
+    /// back to the large buffers once it is empty, and its buffers go back to it; a class
+    /// must be smaller and keep the headroom.
+    #[test]
+    fn small_class_serves_small_frames_and_falls_back_when_empty() {
+        let large = PoolConfig { buffers: 4, buffer_size: 64 * 1024, headroom: 160 };
+        let small = small_class_config(large, 2);
+        assert_eq!(small.buffer_size, 256);
+        let bad = |small| Pool::with_small_class(large, small).unwrap_err();
+        assert_eq!(bad(PoolConfig { buffers: 2, buffer_size: 128 * 1024, headroom: 160 }), PoolConfigError::BadSize);
+        assert_eq!(bad(PoolConfig { buffers: 2, buffer_size: 256, headroom: 64 }), PoolConfigError::BadSize);
+        let p = Pool::with_small_class(large, small).unwrap();
+        let class = p.small_class().unwrap().clone();
+        let (a, b) = (p.alloc_small().unwrap(), p.alloc_small().unwrap());
+        assert!(class.owns(&a) && class.owns(&b));
+        assert_eq!((a.headroom(), a.tailroom()), (160, 96));
+        let c = p.alloc_small().unwrap();
+        assert!(p.owns(&c), "the class is empty: a large buffer instead");
+        assert_eq!((class.available(), p.available()), (0, 3));
+        drop((a, b, c));
+        assert_eq!((class.available(), p.available()), (2, 4));
+        assert!(Pool::new(large).unwrap().small_class().is_none());
+        // Resident bytes count the class too.
+        let mut d = p.alloc_small().unwrap();
+        d.append(96).unwrap().fill(1);
+        drop(d);
+        #[cfg(target_os = "linux")]
+        {
+            let in_class = class.resident_bytes().unwrap();
+            assert!(in_class >= 4096, "the written small buffer's page");
+            assert!(p.resident_bytes().unwrap() >= in_class);
+        }
     }
 
     /// A pool reserves its memory and touches a buffer's pages only when the buffer is

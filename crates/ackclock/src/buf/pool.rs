@@ -4,6 +4,14 @@
 //! The free list is Afterburner's Tx_Free/Rx_Free FIFO (Dalton et al. 1993): a buffer is free when no
 //! handle refers to it, and dropping the last [`PBuf`] handle pushes it back. Nothing here
 //! allocates after [`Pool::new`].
+//!
+//! **Size classes.** A pool may carry a pool of smaller buffers beside it
+//! ([`Pool::with_small_class`]), as a slab allocator keeps a cache per size: a stack whose
+//! pool holds 64 KiB buffers for segmentation offload builds its pure ACKs and other
+//! segments without payload in 256-byte buffers ([`Pool::alloc_small`]), and a TAP or TUN
+//! receiving coalesced frames into 64 KiB buffers reads every frame that fits an MTU into an
+//! MTU-sized one. So a 66-byte ACK, or a 1,514-byte frame held in a receive queue, never pins
+//! 64 KiB.
 
 use super::PBuf;
 use core::fmt;
@@ -25,6 +33,21 @@ pub const DEFAULT_HEADROOM: usize = 160;
 /// Default buffer size: headroom plus a 1500-byte IP packet and its Ethernet header, rounded
 /// up to a cache line multiple.
 pub const DEFAULT_BUFFER_SIZE: usize = 1728;
+
+/// Pools whose buffers are at least this large get a small class (see
+/// [`StackConfig::small_buffers`](crate::StackConfig::small_buffers)).
+pub const SMALL_CLASS_ABOVE: usize = 4096;
+
+/// Bytes a small-class buffer holds behind its headroom: the longest frame without payload
+/// is an Ethernet header with a VLAN tag, IPv4 with options and TCP with options (18 + 60 +
+/// 60), and it is built in the headroom; this is room for a short ARP or ICMP frame besides.
+const SMALL_ROOM: usize = 96;
+
+/// The small class beside a pool of `large` buffers: `buffers` buffers with the same
+/// headroom and `SMALL_ROOM` (96) bytes behind it (256 bytes with the default headroom).
+pub fn small_class_config(large: PoolConfig, buffers: usize) -> PoolConfig {
+    PoolConfig { buffers, buffer_size: (large.headroom + SMALL_ROOM).next_multiple_of(64), headroom: large.headroom }
+}
 
 /// How a pool is carved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +123,8 @@ pub(super) struct PoolInner {
     head: AtomicU64,
     free: AtomicU32,
     exhausted: AtomicU64,
+    /// The smaller size class beside this one, if any.
+    small: Option<Pool>,
 }
 
 // SAFETY: the buffer memory is only written through a handle that is the sole reference to
@@ -136,8 +161,41 @@ impl Pool {
                 head: AtomicU64::new(0),
                 free: AtomicU32::new(count),
                 exhausted: AtomicU64::new(0),
+                small: None,
             }),
         })
+    }
+
+    /// A pool of `large` buffers with a class of `small` ones beside it (see the module
+    /// documentation). The small buffers must be smaller and keep the same headroom, so a
+    /// frame is laid out the same in either.
+    pub fn with_small_class(large: PoolConfig, small: PoolConfig) -> Result<Pool, PoolConfigError> {
+        let small = Pool::new(small)?;
+        let mut pool = Pool::new(large)?;
+        if small.buffer_size() >= pool.buffer_size() || small.headroom() != pool.headroom() {
+            return Err(PoolConfigError::BadSize);
+        }
+        // Cannot fail: the pool was made just above, and nothing else holds it yet.
+        if let Some(inner) = Arc::get_mut(&mut pool.inner) {
+            inner.small = Some(small);
+        }
+        Ok(pool)
+    }
+
+    /// The class of smaller buffers beside this pool, if it has one.
+    pub fn small_class(&self) -> Option<&Pool> {
+        self.inner.small.as_ref()
+    }
+
+    /// A buffer for a frame of at most the small class's room (a segment without payload,
+    /// an ARP frame): from the small class, or from this pool when it has none or the
+    /// small class is empty.
+    #[inline]
+    pub fn alloc_small(&self) -> Result<PBuf, PoolExhausted> {
+        match &self.inner.small {
+            Some(small) => small.alloc().or_else(|_| self.alloc()),
+            None => self.alloc(),
+        }
     }
 
     /// Take a free buffer: empty, with the pool's headroom in front of its data.
@@ -187,7 +245,14 @@ impl Pool {
     /// ones at the top of the free list, taken off it while they are released and put back
     /// after, so `keep` buffers stay available to other threads meanwhile. A released buffer
     /// reads as zeros and costs a page fault per page when next used.
+    ///
+    /// The small class, if any, releases its own free buffers beyond `keep` too.
     pub fn release_free(&self, keep: usize) -> usize {
+        let small = self.inner.small.as_ref().map_or(0, |s| s.release_free(keep));
+        small + self.release_own(keep)
+    }
+
+    fn release_own(&self, keep: usize) -> usize {
         let inner = &*self.inner;
         let mut taken = Vec::new();
         while inner.free.load(Ordering::Relaxed) as usize > keep {
@@ -218,9 +283,13 @@ impl Pool {
 
     /// Bytes of the pool's memory resident in RAM now, from mincore(2): what its buffers
     /// cost, as opposed to the address space reserved. `None` where that cannot be asked.
-    /// Allocates a page map; not for a hot path.
+    /// Allocates a page map; not for a hot path. The small class, if any, is counted in.
     pub fn resident_bytes(&self) -> Option<usize> {
-        self.inner.region.resident_bytes()
+        let small = match &self.inner.small {
+            Some(s) => s.resident_bytes()?,
+            None => 0,
+        };
+        Some(small + self.inner.region.resident_bytes()?)
     }
 
     /// Whether `buf` came from this pool.

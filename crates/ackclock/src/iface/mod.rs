@@ -514,7 +514,7 @@ impl Interface {
     }
 
     fn send_arp(&mut self, arp: ArpRepr, dst: EthernetAddress, pool: &Pool, tx: &mut Batch, counters: &mut Counters) {
-        let Ok(mut out) = pool.alloc() else {
+        let Ok(mut out) = pool.alloc_small() else {
             counters.drop(DropReason::NoBuffer);
             return;
         };

@@ -460,7 +460,7 @@ fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
 /// SYN or SYN-ACK, with our options (RFC 9293 §3.7.1, RFC 7323, RFC 2018). A SYN-ACK
 /// offers only what the peer's SYN offered.
 fn send_syn(env: &mut Env, tcb: &mut Tcb) {
-    let Ok(mut buf) = env.pool.alloc() else {
+    let Ok(mut buf) = env.pool.alloc_small() else {
         env.counters.drop(DropReason::NoBuffer);
         return;
     };
@@ -525,7 +525,7 @@ pub(crate) struct Stateless {
 
 /// Send `s` on `tuple`. Returns whether it went out.
 pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, s: &Stateless) -> bool {
-    let Ok(mut buf) = env.pool.alloc() else {
+    let Ok(mut buf) = env.pool.alloc_small() else {
         env.counters.drop(DropReason::NoBuffer);
         return false;
     };
@@ -564,7 +564,7 @@ fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
 /// A segment with no payload: ACK, FIN, or a keep-alive/window probe with an old sequence
 /// number. Returns false if no buffer was available.
 pub(crate) fn send_bare(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags) -> bool {
-    let Ok(mut buf) = env.pool.alloc() else {
+    let Ok(mut buf) = env.pool.alloc_small() else {
         env.counters.drop(DropReason::NoBuffer);
         return false;
     };
@@ -828,7 +828,7 @@ pub(crate) fn send_abort(env: &mut Env, tcb: &Tcb) {
 }
 
 fn send_rst_raw(env: &mut Env, tuple: FourTuple, seq: SeqNumber, ack: SeqNumber, flags: TcpFlags) {
-    let Ok(mut buf) = env.pool.alloc() else {
+    let Ok(mut buf) = env.pool.alloc_small() else {
         env.counters.drop(DropReason::NoBuffer);
         return;
     };
