@@ -8,7 +8,7 @@
 //! unless `--plain`, created if it does not exist, and optionally moved into a network
 //! namespace and given a host address.
 
-use ackclock::buf::{Pool, PoolConfig, DEFAULT_HEADROOM};
+use ackclock::buf::{Pool, PoolConfig, PoolConfigError, DEFAULT_HEADROOM};
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{
     Batch, Capabilities, Capture, Device, DeviceStats, ImpairStats, Impaired, Impairment, PcapWriter, Resolution, Tap,
@@ -196,16 +196,20 @@ pub(crate) enum HostDev {
 impl HostDev {
     /// Open the TAP or TUN `name` in `mode`, receiving into a pool of `rx_buffers` buffers.
     fn open(kind: Kind, name: &str, mode: TapMode, rx_buffers: usize) -> Result<HostDev, String> {
-        let pool = |c| Pool::new(c).map_err(|e| format!("receive pool: {e}"));
+        let pool = |e: PoolConfigError| format!("receive pool: {e}");
         let fail = |e: io::Error| format!("{} {name}: {e}", kind.noun());
         Ok(match kind {
             Kind::Tap => {
                 let config = TapConfig { mode, mtu: 1500 };
-                HostDev::Tap(Tap::open(name, config, pool(Tap::pool_config(&config, rx_buffers))?).map_err(fail)?)
+                HostDev::Tap(
+                    Tap::open(name, config, Tap::receive_pool(&config, rx_buffers).map_err(pool)?).map_err(fail)?,
+                )
             }
             Kind::Tun => {
                 let config = TunConfig { mode, mtu: 1500 };
-                HostDev::Tun(Tun::open(name, config, pool(Tun::pool_config(&config, rx_buffers))?).map_err(fail)?)
+                HostDev::Tun(
+                    Tun::open(name, config, Tun::receive_pool(&config, rx_buffers).map_err(pool)?).map_err(fail)?,
+                )
             }
         })
     }
@@ -627,10 +631,11 @@ impl Link {
         let d = self.dev.stats();
         let c = self.device().counters();
         let mut s = format!(
-            "rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes, {} dropped",
+            "rx {} frames {} bytes ({} GSO, {} in MTU buffers, {} partial csum), tx {} frames {} bytes, {} dropped",
             d.rx_frames,
             d.rx_bytes,
             c.rx_gso,
+            c.rx_small,
             c.rx_csum_partial,
             d.tx_frames,
             d.tx_bytes,

@@ -153,7 +153,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             "tcp": tcp,
             "connections": accepted,
             "reset_at_exit": open,
-            "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes, "gso": c.rx_gso, "csum_partial": c.rx_csum_partial },
+            "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes, "gso": c.rx_gso, "mtu_buffers": c.rx_small, "csum_partial": c.rx_csum_partial },
             "tx": { "frames": d.tx_frames, "bytes": d.tx_bytes, "tso": c.tx_gso },
             "dropped": d.tx_dropped + d.rx_dropped,
             "impairment": impairment,
@@ -165,8 +165,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             eprintln!("ackclock serve: {}", impair_report(tx, rx));
         }
         eprintln!(
-            "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} partial csum), tx {} frames {} bytes ({} TSO), {} dropped",
-            d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_csum_partial, d.tx_frames, d.tx_bytes, c.tx_gso, d.tx_dropped + d.rx_dropped
+            "ackclock serve: {accepted} connections ({open} reset at exit); rx {} frames {} bytes ({} GSO, {} in MTU buffers, {} partial csum), tx {} frames {} bytes ({} TSO), {} dropped",
+            d.rx_frames, d.rx_bytes, c.rx_gso, c.rx_small, c.rx_csum_partial, d.tx_frames, d.tx_bytes, c.tx_gso, d.tx_dropped + d.rx_dropped
         );
     }
     // The pcap (--pcap), if any, is complete only once flushed.

@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The TAP, receiving into buffers of its own pool, and a stack for it. Plain mode: no
     // offloads, every frame MTU-sized.
     let tap_config = TapConfig { mode: ackclock::phy::TapMode::Plain, mtu: 1500 };
-    let rx_pool = ackclock::buf::Pool::new(Tap::pool_config(&tap_config, 4096))?;
+    let rx_pool = Tap::receive_pool(&tap_config, 4096)?;
     let tap = Tap::open(&name, tap_config, rx_pool)?;
     let mut config = StackConfig::new(InterfaceConfig::new(addr, prefix));
     config.pool.buffers = 16 * 1024;

@@ -109,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Offload mode: checksums and 64 KiB segments handed to the kernel.
     let tap_config = TapConfig { mode: TapMode::Offload, mtu: 1500 };
-    let rx_pool = ackclock::buf::Pool::new(Tap::pool_config(&tap_config, 1024))?;
+    let rx_pool = Tap::receive_pool(&tap_config, 1024)?;
     let tap = Tap::open(&name, tap_config, rx_pool)?;
     let mut config = StackConfig::new(InterfaceConfig::new(addr, prefix));
     config.pool.buffers = 16 * 1024;

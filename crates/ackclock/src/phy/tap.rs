@@ -15,7 +15,7 @@
 //!   it has verified (`DATA_VALID`, set as [`Flags::CSUM_VERIFIED`]), and TCP/IPv4 segments
 //!   of up to 64 KiB that it did not cut into MSS-sized frames (`GSO_TCPV4`, set as
 //!   [`Flags::GSO_TCPV4`] with `meta.gso_size`). Receive buffers must therefore hold 64 KiB
-//!   frames: the TAP receives into its own [`Pool`], sized with [`Tap::pool_config`]. On
+//!   frames: the TAP receives into its own [`Pool`], made with [`Tap::receive_pool`]. On
 //!   transmit, frames flagged `CSUM_PARTIAL` / `GSO_TCPV4` get the matching header and the
 //!   kernel completes the checksum or cuts the segment; other frames get a zero header.
 //! - [`TapMode::Plain`]: no header; every frame is complete and MTU-sized both ways.
@@ -36,7 +36,7 @@ use super::tuntap::{self, Kind, Port};
 use super::{Batch, Capabilities, Device, DeviceStats};
 #[cfg(doc)]
 use crate::buf::Flags;
-use crate::buf::{Pool, PoolConfig};
+use crate::buf::{Pool, PoolConfig, PoolConfigError};
 use crate::time::{Duration, Instant};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -80,9 +80,18 @@ impl Tap {
         tuntap::pool_config(config.max_frame(), buffers)
     }
 
+    /// The receive pool for a TAP with `config`: [`Tap::pool_config`]'s `buffers` buffers,
+    /// and in offload mode as many MTU-sized ones beside them as a smaller size class. Every
+    /// frame that fits an MTU is read into one of those, so that a frame held in a receive
+    /// or out-of-order queue pins an MTU's worth of memory, not 64 KiB; coalesced frames use
+    /// the large buffers. (A pool from `pool_config` alone works too, without the class.)
+    pub fn receive_pool(config: &TapConfig, buffers: usize) -> Result<Pool, PoolConfigError> {
+        tuntap::pool(Kind::Tap, config.mode, config.mtu, buffers)
+    }
+
     /// Open the TAP `name`, creating it if it does not exist (an empty name lets the kernel
     /// choose `tapN`). Received frames go into buffers from `pool`, which must hold
-    /// [`TapConfig::max_frame`] bytes after its headroom (see [`Tap::pool_config`]).
+    /// [`TapConfig::max_frame`] bytes after its headroom (see [`Tap::receive_pool`]).
     pub fn open(name: &str, config: TapConfig, pool: Pool) -> io::Result<Tap> {
         let port = Port::open(name, Kind::Tap, config.mode, config.max_frame(), pool)?;
         Ok(Tap { port, config })

@@ -20,7 +20,7 @@
 
 use super::tuntap::{self, Kind, Port, TapCounters, TapMode};
 use super::{Batch, Capabilities, Device, DeviceStats};
-use crate::buf::{Pool, PoolConfig};
+use crate::buf::{Pool, PoolConfig, PoolConfigError};
 use crate::time::{Duration, Instant};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -61,9 +61,18 @@ impl Tun {
         tuntap::pool_config(config.max_frame(), buffers)
     }
 
+    /// The receive pool for a TUN with `config`: [`Tun::pool_config`]'s `buffers` buffers,
+    /// and in offload mode as many MTU-sized ones beside them as a smaller size class. Every
+    /// packet that fits an MTU is read into one of those, so that a packet held in a receive
+    /// or out-of-order queue pins an MTU's worth of memory, not 64 KiB; coalesced packets use
+    /// the large buffers. (A pool from `pool_config` alone works too, without the class.)
+    pub fn receive_pool(config: &TunConfig, buffers: usize) -> Result<Pool, PoolConfigError> {
+        tuntap::pool(Kind::Tun, config.mode, config.mtu, buffers)
+    }
+
     /// Open the TUN `name`, creating it if it does not exist (an empty name lets the kernel
     /// choose `tunN`). Received packets go into buffers from `pool`, which must hold
-    /// [`TunConfig::max_frame`] bytes after its headroom (see [`Tun::pool_config`]).
+    /// [`TunConfig::max_frame`] bytes after its headroom (see [`Tun::receive_pool`]).
     pub fn open(name: &str, config: TunConfig, pool: Pool) -> io::Result<Tun> {
         let port = Port::open(name, Kind::Tun, config.mode, config.max_frame(), pool)?;
         Ok(Tun { port, config })
