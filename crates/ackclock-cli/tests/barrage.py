@@ -305,10 +305,11 @@ def icmp(typ, code, rest, body, csum_xor=0):
 quoted = bytes(IP(src=STACK, dst=host_ip) / TCP(sport=7, dport=cport, seq=snd_nxt, ack=rcv_nxt, flags="A"))[:28]
 category("icmp the stack ignores",
          [ipv4(icmp(3, 3, b"\0" * 4, quoted), proto=1), ipv4(icmp(3, 1, b"\0" * 4, quoted), proto=1),
-          ipv4(icmp(3, 4, struct.pack("!HH", 0, 68), quoted), proto=1), ipv4(icmp(0, 0, b"\0\1\0\1", b"x" * 8), proto=1)],
+          ipv4(icmp(3, 4, struct.pack("!HH", 0, 68), quoted), proto=1), ipv4(icmp(0, 0, b"\0\1\0\1", b"x" * 8), proto=1),
+          ipv4(icmp(13, 0, b"\0" * 4, b"\0" * 12), proto=1), ipv4(icmp(11, 0, b"\0" * 4, quoted), proto=1)],
          {"icmp_ignored": 1})
 category("icmp bad checksum", [ipv4(icmp(8, 0, b"\0\1\0\1", b"x" * 8, csum_xor=1), proto=1)], {"drops_bad_checksum": 1})
-category("icmp malformed", [ipv4(b"\x08\x00\xf7", proto=1), ipv4(icmp(13, 0, b"\0" * 4, b"\0" * 12), proto=1)],
+category("icmp malformed", [ipv4(b"\x08\x00\xf7", proto=1)],
          {"drops_malformed": 1})
 
 # --- Truncated and garbage Ethernet. (A frame shorter than its 14-byte header cannot be sent

@@ -125,8 +125,9 @@ counters! {
         icmp_unreachable_sent,
         /// ICMP errors not sent because of the rate limit (Linux's `icmp_ratelimit`).
         icmp_rate_limited,
-        /// ICMP echo replies and destination-unreachable messages received, which the stack
-        /// takes no action on (other types are counted as malformed).
+        /// ICMP messages received that the stack takes no action on: echo replies,
+        /// destination unreachable, and well-formed types it has no use for (RFC 1122
+        /// §3.2.2: silently discarded).
         icmp_ignored,
         /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
         syn_cookies_sent,

@@ -134,3 +134,36 @@ fn bad_frames_are_counted_drops() {
     t.stack.dispatch(t.now);
     assert!(t.stack.tx_ring().is_empty());
 }
+
+/// RFC 1122 §3.2.2: an ICMP message of a type the stack has no use for (timestamp request,
+/// time exceeded) is silently discarded, and counted as ignored, not as malformed; a message
+/// cut short is malformed. Nothing is sent back.
+#[test]
+fn icmp_types_without_use_are_ignored_not_malformed() {
+    let mut t = tun_script();
+    let packet = |icmp: &[u8]| {
+        let mut bytes = vec![0u8; 20 + icmp.len()];
+        Ipv4Repr::new(PEER, LOCAL, IpProtocol::ICMP, icmp.len())
+            .emit(&mut Ipv4Packet::new_unchecked(&mut bytes[..20]), true);
+        bytes[20..].copy_from_slice(icmp);
+        // The ICMP checksum over the message (RFC 792), where it has room for one.
+        if icmp.len() >= 4 {
+            let sum = !ackclock::wire::checksum::sum(&bytes[20..]);
+            bytes[22..24].copy_from_slice(&sum.to_be_bytes());
+        }
+        bytes
+    };
+    let mut timestamp = [0u8; 20];
+    timestamp[0] = 13;
+    let mut time_exceeded = [0u8; 36];
+    time_exceeded[0] = 11;
+    time_exceeded[8] = 0x45;
+    t.inject_raw(&packet(&timestamp));
+    t.inject_raw(&packet(&time_exceeded));
+    t.inject_raw(&packet(&[8, 0, 0]));
+    let c = t.stack.counters();
+    assert_eq!(c.icmp_ignored, 2);
+    assert_eq!(c.dropped(DropReason::Malformed), 1, "the 3-byte message");
+    t.stack.dispatch(t.now);
+    assert!(t.stack.tx_ring().is_empty());
+}

@@ -426,9 +426,12 @@ impl Interface {
         };
         let request = match Icmpv4Repr::parse(&packet) {
             Ok(r @ Icmpv4Repr::EchoRequest { .. }) => r,
-            Ok(_) => {
-                // Echo replies and destination unreachable: nothing acts on them yet (no PMTU
-                // discovery, no soft errors), which also makes forged ones harmless (RFC 5927).
+            // Echo replies and destination unreachable: nothing acts on them yet (no PMTU
+            // discovery, no soft errors), which also makes forged ones harmless (RFC 5927).
+            // Well-formed types without a representation (time exceeded, timestamp,
+            // redirect...) are ignored too (RFC 1122 §3.2.2: an unknown type MUST be
+            // silently discarded), and counted as such rather than as malformed.
+            Ok(_) | Err(crate::wire::Error::Unsupported) => {
                 counters.icmp_ignored += 1;
                 return;
             }
