@@ -7,14 +7,18 @@
 //! connection's original destination. Otherwise it listens on its own address, on the
 //! listed ports.
 //!
-//! Every connection the stack accepts gets a non-blocking
-//! `std::net::TcpStream` to `--to HOST:PORT`, and bytes move both ways through two bounded
-//! buffers (`--buffer`, per direction): a side is read only while the buffer towards the
-//! other side has room, so a slow reader stalls its writer (the stack's receive window
-//! closes, or the host socket's buffer fills) instead of growing memory. Half-close travels
-//! both ways: the peer's FIN becomes `shutdown(Write)` on the host socket once its buffered
-//! bytes are written, and the host's EOF becomes the stack's FIN. A reset on either side
-//! resets the other (RST from the stack; `SO_LINGER` 0 on the host socket).
+//! Every connection the stack accepts gets a non-blocking `std::net::TcpStream` to
+//! `--to HOST:PORT`, and bytes move both ways with no buffer of the relay's own: the peer's
+//! bytes go from the stack's packet buffers straight into `write(2)` on the host socket
+//! (`Stack::tcp_recv_with`), and the host's bytes are `read(2)` straight into the send
+//! queue's packet buffers (`Stack::tcp_send_with`). The kernel's copy is then the only copy
+//! each way. The stack's socket buffers (`--buffer`, per direction) are the bound: bytes the
+//! host socket does not take stay in the receive queue, whose window closes, and the host
+//! socket is read only while the send queue has room, so a slow reader stalls its writer
+//! instead of growing memory. Half-close travels both ways: the peer's FIN becomes
+//! `shutdown(Write)` on the host socket once the bytes before it are written, and the host's
+//! EOF becomes the stack's FIN after the queued bytes. A reset on either side resets the
+//! other (RST from the stack; `SO_LINGER` 0 on the host socket).
 //!
 //! One thread, one loop: `stack.receive`, accept, move bytes, `stack.transmit`, then
 //! `ppoll` on the device and every host socket that has something to do, until the stack's
@@ -55,7 +59,8 @@ pub struct RelayArgs {
     /// every connection routed to the device, whatever its destination address and port.
     #[arg(long, value_name = "PORTS|any", default_value = "80")]
     listen: PortList,
-    /// Buffer per direction and connection, KiB.
+    /// The stack's receive and send buffers of each relayed connection, KiB: how much of
+    /// each direction waits in the relay at most.
     #[arg(long, value_name = "KIB", default_value_t = 256)]
     buffer: usize,
     /// UDP flows relayed at once at most (each holds a host UDP socket).
@@ -126,56 +131,6 @@ pub fn run(args: RelayArgs) -> ExitCode {
     }
 }
 
-/// A byte ring: filled from one side, drained to the other.
-struct Ring {
-    buf: Box<[u8]>,
-    head: usize,
-    len: usize,
-    /// Bytes that went through.
-    total: u64,
-}
-
-impl Ring {
-    fn new(size: usize) -> Ring {
-        Ring { buf: vec![0; size].into_boxed_slice(), head: 0, len: 0, total: 0 }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn is_full(&self) -> bool {
-        self.len == self.buf.len()
-    }
-
-    /// The oldest contiguous bytes.
-    fn data(&self) -> &[u8] {
-        let end = (self.head + self.len).min(self.buf.len());
-        &self.buf[self.head..end]
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.len -= n;
-        self.total += n as u64;
-        self.head = if self.len == 0 { 0 } else { (self.head + n) % self.buf.len() };
-    }
-
-    /// Free contiguous room after the data.
-    fn space(&mut self) -> &mut [u8] {
-        let cap = self.buf.len();
-        if self.len == cap {
-            return &mut [];
-        }
-        let tail = (self.head + self.len) % cap;
-        let end = if tail >= self.head { cap } else { self.head };
-        &mut self.buf[tail..end]
-    }
-
-    fn commit(&mut self, n: usize) {
-        self.len += n;
-    }
-}
-
 /// Why a relayed connection ended.
 #[derive(Debug)]
 enum End {
@@ -212,14 +167,18 @@ struct Conn {
     dest: SocketAddrV4,
     host: TcpStream,
     connecting: bool,
-    /// Peer (TAP or TUN) to host.
-    up: Ring,
-    /// Host to peer (TAP or TUN).
-    down: Ring,
-    /// The peer's FIN was read; once `up` is empty the host socket is shut for writing.
+    /// Bytes relayed peer (TAP or TUN) to host, and host to peer.
+    up: u64,
+    down: u64,
+    /// The host socket did not take all the peer's bytes offered: wait until it is writable.
+    host_full: bool,
+    /// The send queue was full: the host socket is not read until the stack has room.
+    stack_full: bool,
+    /// The peer's FIN was read (every byte before it written to the host, which is then shut
+    /// for writing).
     peer_eof: bool,
     host_shut: bool,
-    /// The host's EOF was read; once `down` is empty the stack sends its FIN.
+    /// The host's EOF was read (every byte before it queued, and the stack's FIN follows).
     host_eof: bool,
     peer_shut: bool,
     started: std::time::Instant,
@@ -290,6 +249,11 @@ fn reset_on_close(s: &TcpStream) {
 }
 
 /// What a stack call's error means for the relay: `None` when it is only "not now".
+/// A host-socket error that only means "not now".
+fn would_block(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
+}
+
 fn stack_failed(e: Error) -> Option<End> {
     match e {
         Error::WouldBlock | Error::NoBufferSpace => None,
@@ -298,7 +262,7 @@ fn stack_failed(e: Error) -> Option<End> {
 }
 
 impl Conn {
-    fn new(id: u64, handle: TcpHandle, stack: &Stack, host: TcpStream, buffer: usize) -> Conn {
+    fn new(id: u64, handle: TcpHandle, stack: &Stack, host: TcpStream) -> Conn {
         let none = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
         let tuple = stack.tcp_tuple(handle).ok();
         let peer = tuple.map_or(none, |t| SocketAddrV4::new(t.remote_addr, t.remote_port));
@@ -310,8 +274,10 @@ impl Conn {
             dest,
             host,
             connecting: true,
-            up: Ring::new(buffer),
-            down: Ring::new(buffer),
+            up: 0,
+            down: 0,
+            host_full: false,
+            stack_full: false,
             peer_eof: false,
             host_shut: false,
             host_eof: false,
@@ -340,22 +306,43 @@ impl Conn {
     fn step(&mut self, stack: &mut Stack) -> Option<End> {
         if self.connecting {
             match self.check_connected() {
-                Ok(_) => {}
+                Ok(true) => {}
+                // The peer's bytes wait in the stack's receive queue meanwhile.
+                Ok(false) => return None,
                 Err(end) => return Some(end),
             }
         }
         let h = self.handle;
         loop {
             let mut progress = false;
-            // Peer -> up.
-            if !self.peer_eof && !self.up.is_full() {
-                match stack.tcp_recv(h, self.up.space()) {
+            // Peer -> host: from the stack's packet buffers into write(2).
+            if !self.peer_eof {
+                let (host, mut full, mut failed) = (&mut self.host, false, None);
+                let r = stack.tcp_recv_with(h, |bytes| match host.write(bytes) {
+                    Ok(n) => {
+                        full = n < bytes.len();
+                        n
+                    }
+                    Err(e) if would_block(&e) => {
+                        full = true;
+                        0
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        0
+                    }
+                });
+                if let Some(e) = failed {
+                    return Some(End::Host(e));
+                }
+                self.host_full = full;
+                match r {
                     Ok(0) => {
                         self.peer_eof = true;
                         progress = true;
                     }
                     Ok(n) => {
-                        self.up.commit(n);
+                        self.up += n as u64;
                         progress = true;
                     }
                     Err(e) => {
@@ -365,56 +352,50 @@ impl Conn {
                     }
                 }
             }
-            if !self.connecting {
-                // up -> host.
-                if !self.up.is_empty() {
-                    match self.host.write(self.up.data()) {
-                        Ok(n) => {
-                            self.up.consume(n);
-                            progress |= n > 0;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Some(End::Host(e)),
-                    }
+            if self.peer_eof && !self.host_shut {
+                if let Err(e) = self.host.shutdown(std::net::Shutdown::Write) {
+                    return Some(End::Host(e));
                 }
-                if self.peer_eof && self.up.is_empty() && !self.host_shut {
-                    if let Err(e) = self.host.shutdown(std::net::Shutdown::Write) {
-                        return Some(End::Host(e));
-                    }
-                    self.host_shut = true;
-                    progress = true;
-                }
-                // Host -> down.
-                if !self.host_eof && !self.down.is_full() {
-                    match self.host.read(self.down.space()) {
-                        Ok(0) => {
-                            self.host_eof = true;
-                            progress = true;
-                        }
-                        Ok(n) => {
-                            self.down.commit(n);
-                            progress = true;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Some(End::Host(e)),
-                    }
-                }
+                self.host_shut = true;
+                progress = true;
             }
-            // down -> peer.
-            if !self.down.is_empty() {
-                match stack.tcp_send(h, self.down.data()) {
+            // Host -> peer: read(2) into the send queue's packet buffers.
+            if !self.host_eof {
+                let (host, mut eof, mut failed) = (&mut self.host, false, None);
+                let r = stack.tcp_send_with(h, |space| match host.read(space) {
+                    Ok(0) => {
+                        eof = true;
+                        0
+                    }
+                    Ok(n) => n,
+                    Err(e) if would_block(&e) => 0,
+                    Err(e) => {
+                        failed = Some(e);
+                        0
+                    }
+                });
+                if let Some(e) = failed {
+                    return Some(End::Host(e));
+                }
+                self.stack_full = false;
+                match r {
                     Ok(n) => {
-                        self.down.consume(n);
+                        self.down += n as u64;
                         progress |= n > 0;
                     }
+                    Err(Error::WouldBlock) => self.stack_full = !eof,
                     Err(e) => {
                         if let Some(end) = stack_failed(e) {
                             return Some(end);
                         }
                     }
                 }
+                if eof {
+                    self.host_eof = true;
+                    progress = true;
+                }
             }
-            if self.host_eof && self.down.is_empty() && !self.peer_shut {
+            if self.host_eof && !self.peer_shut {
                 if let Err(e) = stack.tcp_shutdown(h, Shutdown::Write) {
                     return Some(End::Peer(e));
                 }
@@ -436,10 +417,10 @@ impl Conn {
         if self.connecting {
             events |= libc::POLLOUT;
         } else {
-            if !self.host_eof && !self.down.is_full() {
+            if !self.host_eof && !self.stack_full {
                 events |= libc::POLLIN;
             }
-            if !self.up.is_empty() {
+            if self.host_full {
                 events |= libc::POLLOUT;
             }
         }
@@ -471,8 +452,8 @@ impl Conn {
             id: self.id,
             peer: self.peer,
             dest: self.dest,
-            up: self.up.total,
-            down: self.down.total,
+            up: self.up,
+            down: self.down,
             secs: self.started.elapsed().as_secs_f64(),
             end: end.to_string(),
         }
@@ -508,8 +489,9 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     let mut link = Link::open(&args.link)?;
     let any = args.listen.any();
     let mut stack = link.stack(args.link.addr, any, args.max_connections)?;
+    let mut opts = ackclock::tcp::SocketOptions::from_config(stack.tcp().config());
+    (opts.recv_buffer, opts.send_buffer) = (buffer, buffer);
     let listeners: Vec<ListenerHandle> = if any {
-        let opts = ackclock::tcp::SocketOptions::from_config(stack.tcp().config());
         vec![stack.tcp_listen_any(1024, opts).map_err(|e| format!("listen any: {e}"))?]
     } else {
         args.listen
@@ -517,7 +499,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
             .iter()
             .map(|&port| {
                 stack
-                    .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 128)
+                    .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 128, opts)
                     .map_err(|e| format!("listen {port}: {e}"))
             })
             .collect::<Result<_, _>>()?
@@ -568,7 +550,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
             while let Ok(h) = stack.tcp_accept(l) {
                 total_conns += 1;
                 match connect_nonblocking(to) {
-                    Ok(host) => conns.push(Conn::new(total_conns, h, &stack, host, buffer)),
+                    Ok(host) => conns.push(Conn::new(total_conns, h, &stack, host)),
                     Err(e) => {
                         eprintln!("ackclock relay: connect {to}: {e}");
                         let _ = stack.tcp_abort(h);
@@ -686,27 +668,5 @@ mod tests {
         assert!("".parse::<PortList>().is_err());
         assert!("any".parse::<PortList>().unwrap().any());
         assert!(!"80".parse::<PortList>().unwrap().any());
-    }
-
-    #[test]
-    fn ring_wraps() {
-        let mut r = Ring::new(8);
-        r.space()[..6].copy_from_slice(b"abcdef");
-        r.commit(6);
-        assert_eq!(r.data(), b"abcdef");
-        r.consume(4);
-        assert_eq!(r.space().len(), 2, "room to the end first");
-        r.space().copy_from_slice(b"gh");
-        r.commit(2);
-        assert_eq!(r.space().len(), 4, "then room before the data");
-        r.space().copy_from_slice(b"ijkl");
-        r.commit(4);
-        assert!(r.is_full() && r.space().is_empty());
-        assert_eq!(r.data(), b"efgh");
-        r.consume(4);
-        assert_eq!(r.data(), b"ijkl");
-        r.consume(4);
-        assert!(r.is_empty());
-        assert_eq!(r.total, 12);
     }
 }

@@ -1,4 +1,4 @@
-//! Memory that follows the load: `ackclock relay --tun` carries `iperf3 -P 16` for 10 s in
+//! Memory that follows the load: `ackclock relay --tun` carries `iperf3 -P 16` for 30 s in
 //! each direction, its resident memory sampled every 200 ms. It must stay under a fixed
 //! bound while loaded and come back near idle afterwards (its packet pools are touched only
 //! when used and their free pages are given back after a quiet second). The curve is printed
@@ -36,7 +36,7 @@ both_modes!(rss_stays_bounded_and_returns_near_idle, |mode| {
     }
     let port = 20000 + (std::process::id() % 10000) as u16 * 2 + (mode == Mode::Plain) as u16;
     let mut server = Command::new("timeout");
-    server.args(["-k", "5", "120", "iperf3", "-s", "--forceflush", "-B", "127.0.0.1", "-p", &port.to_string()]);
+    server.args(["-k", "5", "200", "iperf3", "-s", "--forceflush", "-B", "127.0.0.1", "-p", &port.to_string()]);
     let _server = Proc::start("iperf3 -s", server, "Server listening").0;
     let mut ns = NetNs::new();
     let tun = ns.tap_name().to_string();
@@ -54,8 +54,8 @@ both_modes!(rss_stays_bounded_and_returns_near_idle, |mode| {
     let start = Instant::now();
     let mut curve = vec![(0.0, idle)];
     for reverse in [false, true] {
-        let mut c = ns.command(60, "iperf3");
-        c.args(["-c", STACK_ADDR, "-p", &port.to_string(), "-P", "16", "-t", "10"]);
+        let mut c = ns.command(90, "iperf3");
+        c.args(["-c", STACK_ADDR, "-p", &port.to_string(), "-P", "16", "-t", "30"]);
         if reverse {
             c.arg("-R");
         }
