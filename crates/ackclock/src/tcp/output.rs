@@ -509,38 +509,14 @@ fn send_syn(env: &mut Env, tcb: &mut Tcb) {
     tcb.timers.rexmt.get_or_insert(env.now + tcb.rtt.rto());
 }
 
-/// A segment that no connection stands behind: a SYN cookie's SYN-ACK (RFC 4987 §3.6), or
-/// the ACK of a compact TIME-WAIT entry.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Stateless {
-    pub seq: SeqNumber,
-    pub ack: SeqNumber,
-    pub flags: TcpFlags,
-    pub window: u16,
-    pub mss: Option<u16>,
-    pub wscale: Option<u8>,
-    pub sack: bool,
-    pub ts: Option<(u32, u32)>,
-}
-
-/// Send `s` on `tuple`. Returns whether it went out.
-pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, s: &Stateless) -> bool {
+/// Send `h` on `tuple` for no connection: a SYN cookie's SYN-ACK (RFC 4987 §3.6), or the
+/// ACK of a compact TIME-WAIT entry. Returns whether it went out.
+pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, h: &Hdr) -> bool {
     let Ok(mut buf) = env.pool.alloc_small() else {
         env.counters.drop(DropReason::NoBuffer);
         return false;
     };
-    let h = Hdr {
-        seq: s.seq,
-        ack: s.ack,
-        flags: s.flags,
-        window: s.window,
-        mss: s.mss,
-        wscale: s.wscale,
-        sack_permitted: s.sack,
-        ts: s.ts,
-        sack: SackBlocks::new(),
-    };
-    if prepend_tcp(&mut buf, &tuple, &h, Some(0)).is_err() {
+    if prepend_tcp(&mut buf, &tuple, h, Some(0)).is_err() {
         env.counters.drop(DropReason::NoBuffer);
         return false;
     }

@@ -23,6 +23,7 @@
 //! TSval (Linux's `cookie_init_timestamp`), which the peer echoes in every TSecr. Without
 //! timestamps the SYN-ACK offers neither (RFC 4987 §3.6 names that loss).
 
+use super::header::Hdr;
 use super::input::{negotiate, Segment};
 use super::seq::SeqNumber;
 use super::stats::DropReason;
@@ -30,7 +31,7 @@ use super::tcb::{FourTuple, State};
 use super::{hash, output, Io, Tcp};
 use crate::buf::PBuf;
 use crate::time::Instant;
-use crate::wire::TcpFlags;
+use crate::wire::{SackBlocks, TcpFlags};
 use core::hash::Hasher;
 
 /// The peer MSS values a cookie can name, smallest first (Linux's `msstab` for IPv4 plus
@@ -152,7 +153,17 @@ impl Tcp {
         let window = opts.recv_buffer.min(u16::MAX as usize) as u16;
         let mut env = env!(self, now, pool, iface, tx);
         let flags = TcpFlags::SYN | TcpFlags::ACK;
-        let synack = output::Stateless { seq: iss, ack: seg.seq + 1, flags, window, mss: Some(rmss), wscale, sack, ts };
+        let synack = Hdr {
+            seq: iss,
+            ack: seg.seq + 1,
+            flags,
+            window,
+            mss: Some(rmss),
+            wscale,
+            sack_permitted: sack,
+            ts,
+            sack: SackBlocks::new(),
+        };
         if output::send_stateless(&mut env, tuple, &synack) {
             self.counters.syn_cookies_sent += 1;
         }

@@ -13,13 +13,14 @@
 //! a new incarnation through the listener (RFC 6191, RFC 9293 §3.6.1).
 
 use super::env::Env;
+use super::header::Hdr;
 use super::input::{ts_older, Segment};
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{FourTuple, State, Tcb};
 use super::{hash, output, Io, Tcp};
 use crate::time::{Duration, Instant};
-use crate::wire::TcpFlags;
+use crate::wire::{SackBlocks, TcpFlags};
 use core::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -358,15 +359,16 @@ fn oow_ack_allowed(env: &Env, e: &mut TwEntry) -> bool {
 /// `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`, with the timestamps if they were on.
 fn send_tw_ack(env: &mut Env, e: &TwEntry) {
     let ts = e.ts_enabled.then(|| ((env.now.total_millis() as u32).wrapping_add(e.ts_offset), e.ts_recent));
-    let ack = output::Stateless {
+    let ack = Hdr {
         seq: e.snd_nxt,
         ack: e.rcv_nxt,
         flags: TcpFlags::ACK,
         window: e.wnd_field,
         mss: None,
         wscale: None,
-        sack: false,
+        sack_permitted: false,
         ts,
+        sack: SackBlocks::new(),
     };
     output::send_stateless(env, e.tuple, &ack);
 }
