@@ -161,6 +161,14 @@ pub struct RuntimeStats {
     pub rounds: u64,
     /// Times the protocol thread went to sleep.
     pub sleeps: u64,
+    /// Signals of the protocol thread's eventfd (a system call each): from application
+    /// threads, and from the in-memory pipe's other end when frames reach an empty queue.
+    pub wakeups: u64,
+    /// Times an application thread blocked on a socket's condition variable (a futex wait
+    /// and a wake-up each).
+    pub app_waits: u64,
+    /// Acquisitions of the stack's lock that found it held and had to wait.
+    pub lock_contended: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -186,6 +194,8 @@ pub(crate) struct Shared {
     window_updates_sent: AtomicU64,
     rounds: AtomicU64,
     sleeps: AtomicU64,
+    app_waits: AtomicU64,
+    lock_contended: AtomicU64,
 }
 
 /// What the stack's lock protects.
@@ -325,7 +335,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        lock(&self.inner)
+        match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.lock_contended.fetch_add(1, Ordering::Relaxed);
+                lock(&self.inner)
+            }
+        }
     }
 
     /// Make sure the protocol thread runs a round soon (output is pending).
@@ -380,6 +397,8 @@ impl Runtime {
             window_updates_sent: AtomicU64::new(0),
             rounds: AtomicU64::new(0),
             sleeps: AtomicU64::new(0),
+            app_waits: AtomicU64::new(0),
+            lock_contended: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -404,6 +423,9 @@ impl Runtime {
             window_updates_sent: s.window_updates_sent.load(Ordering::Relaxed),
             rounds: s.rounds.load(Ordering::Relaxed),
             sleeps: s.sleeps.load(Ordering::Relaxed),
+            wakeups: s.eventfd.signals(),
+            app_waits: s.app_waits.load(Ordering::Relaxed),
+            lock_contended: s.lock_contended.load(Ordering::Relaxed),
         }
     }
 

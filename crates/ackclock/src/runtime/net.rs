@@ -66,6 +66,7 @@ fn wait<'a>(
     deadline: Option<StdInstant>,
 ) -> io::Result<MutexGuard<'a, Inner>> {
     g.register(h, slot, write, None);
+    shared.app_waits.fetch_add(1, Ordering::Relaxed);
     let cvs = &shared.cvs[slot as usize];
     let cv = if write { &cvs.write } else { &cvs.read };
     match deadline {
@@ -422,6 +423,7 @@ impl Shared {
         self.kick();
         let mut g = self.lock();
         while !g.closed && g.waits.slot(slot).is_some_and(|w| w.replies == asked) {
+            self.app_waits.fetch_add(1, Ordering::Relaxed);
             g = self.cvs[slot as usize].read.wait(g).unwrap_or_else(|e| e.into_inner());
         }
     }

@@ -5,7 +5,7 @@ use crate::phy::Wakeup;
 use core::time::Duration;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A non-blocking eventfd: [`wake`](Wakeup::wake) makes it readable until [`drain`](Self::drain).
 #[derive(Debug)]
@@ -15,6 +15,8 @@ pub(crate) struct EventFd {
     /// without a system call. The descriptor is written as well, always, so a sleeper in
     /// ppoll never misses a wake; the flag only lets it skip the sleep.
     rung: AtomicBool,
+    /// Writes to the descriptor (statistics).
+    signals: AtomicU64,
 }
 
 impl EventFd {
@@ -25,7 +27,16 @@ impl EventFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `raw` is a fresh descriptor nobody else owns.
-        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(raw) }, rung: AtomicBool::new(false) })
+        Ok(EventFd {
+            fd: unsafe { OwnedFd::from_raw_fd(raw) },
+            rung: AtomicBool::new(false),
+            signals: AtomicU64::new(0),
+        })
+    }
+
+    /// How many times the descriptor was written.
+    pub(crate) fn signals(&self) -> u64 {
+        self.signals.load(Ordering::Relaxed)
     }
 
     /// Whether a wake came since the last drain.
@@ -45,6 +56,7 @@ impl EventFd {
 impl Wakeup for EventFd {
     fn wake(&self) {
         self.rung.store(true, Ordering::Release);
+        self.signals.fetch_add(1, Ordering::Relaxed);
         let v = 1u64;
         // SAFETY: writes 8 bytes from a u64 on the stack. It fails only when the counter
         // would overflow, and then it is readable anyway.
