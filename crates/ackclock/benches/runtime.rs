@@ -7,8 +7,9 @@
 //! (getrusage of the whole process): the protocol threads must sleep, not poll.
 //!
 //! `cargo bench -p ackclock --bench runtime` (MB per stream: first argument, default 256;
-//! `--one-only` for the one-stream ratio and its counts alone, `--idle-only` for the idle
-//! measurement alone).
+//! `--one-only` for the one-stream ratio and its counts alone, `--pairs N` for N more
+//! baseline/runtime pairs and their median ratio, `--idle-only` for the idle measurement
+//! alone).
 
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Capabilities, PipeConfig};
@@ -60,6 +61,7 @@ fn sans_io(bytes: u64) -> f64 {
 /// What one side of a transfer counted, per MB moved.
 struct Counts {
     rounds: f64,
+    app_rounds: f64,
     sleeps: f64,
     wakeups: f64,
     app_waits: f64,
@@ -85,6 +87,7 @@ fn counts(rt: &Runtime, calls: u64, mb: f64) -> Counts {
     let per = |x: u64| x as f64 / mb;
     Counts {
         rounds: per(s.rounds),
+        app_rounds: per(s.app_rounds),
         sleeps: per(s.sleeps),
         wakeups: per(s.wakeups),
         app_waits: per(s.app_waits),
@@ -193,9 +196,10 @@ fn main() {
     );
     for (side, c) in [("sender", &one.sender), ("receiver", &one.receiver)] {
         println!(
-            "  {side:>8} per MB: {:.0} rounds, {:.0} sleeps, {:.0} eventfd signals, {:.0} app-thread waits, \
+            "  {side:>8} per MB: {:.0} rounds ({:.0} in the application thread), {:.0} sleeps, {:.0} eventfd signals, {:.0} app-thread waits, \
              {:.0} contended locks, {:.0} {} calls, {:.0} segments in, {:.0} out",
             c.rounds,
+            c.app_rounds,
             c.sleeps,
             c.wakeups,
             c.app_waits,
@@ -206,7 +210,20 @@ fn main() {
             c.segs_out
         );
     }
-    if std::env::args().any(|a| a == "--one-only") {
+    // `--pairs N`: N more alternations of the baseline and the two runtimes, each pair a
+    // ratio, and their median (load from other processes moves single runs a lot).
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(n) = args.iter().position(|a| a == "--pairs").and_then(|i| args.get(i + 1)?.parse::<usize>().ok()) {
+        let mut ratios: Vec<f64> = (0..n).map(|_| runtimes(1, bytes, false).gbits / sans_io(bytes)).collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "one stream, {n} more pairs of {mb} MB: median {:.2}x (min {:.2}x, max {:.2}x)",
+            ratios[n / 2],
+            ratios[0],
+            ratios[n - 1]
+        );
+    }
+    if args.iter().any(|a| a == "--one-only") {
         return;
     }
     for streams in [1, 8, 32] {

@@ -89,6 +89,7 @@
 //! after that return the same error.
 
 mod net;
+mod rounds;
 pub(crate) mod sync;
 mod sys;
 #[cfg(feature = "tokio")]
@@ -105,13 +106,13 @@ use crate::socket::{Event, ListenerHandle, TcpHandle, UdpHandle};
 use crate::stack::Stack;
 use crate::time::Instant;
 use core::time::Duration;
+use rounds::{Bell, Engine, Rounds, AWAKE};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::thread::JoinHandle;
-use sys::EventFd;
 use waiters::{SlotCv, Waiters, BUFFERS, CLOSED, ERROR, GONE, READABLE, READ_CLOSED, SYNCHRONIZED, WRITABLE};
 use wnd_update::Requests;
 
@@ -169,6 +170,9 @@ pub struct RuntimeStats {
     pub app_waits: u64,
     /// Acquisitions of the stack's lock that found it held and had to wait.
     pub lock_contended: u64,
+    /// Of the rounds, those an application thread ran (over the in-memory pipe: after
+    /// queueing data or a window-update request, and while polling before it blocks).
+    pub app_rounds: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -186,9 +190,21 @@ pub(crate) struct Shared {
     udp_cvs: Box<[SlotCv]>,
     accept_cv: Condvar,
     requests: Requests,
-    eventfd: Arc<EventFd>,
-    /// The protocol thread has been signalled since the start of its round.
-    kicked: AtomicBool,
+    /// Who runs the next round, and the protocol thread's eventfd (`rounds`).
+    bell: Arc<Bell>,
+    /// The device and a round's buffers: whoever runs a round holds this lock (and takes the
+    /// stack's inside it). `None` once the protocol thread has stopped.
+    engine: Mutex<Option<Box<dyn Rounds>>>,
+    /// Application threads run rounds and poll before blocking (a device without a
+    /// descriptor: the in-memory pipe).
+    direct: bool,
+    /// When the protocol thread wakes by itself (`rounds::deadline_code`, or `AWAKE`).
+    /// Written under the engine's lock, except `AWAKE`.
+    sleep_until: AtomicU64,
+    /// Armed by an application thread's round that set a timer earlier than `sleep_until`.
+    timer: sys::TimerFd,
+    /// `shutdown` was called: the protocol thread runs its last round and stops.
+    stopping: AtomicBool,
     sync_window_updates: bool,
     window_update_requests: AtomicU64,
     window_updates_sent: AtomicU64,
@@ -196,6 +212,13 @@ pub(crate) struct Shared {
     sleeps: AtomicU64,
     app_waits: AtomicU64,
     lock_contended: AtomicU64,
+    app_rounds: AtomicU64,
+}
+
+impl std::fmt::Debug for dyn Rounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rounds")
+    }
 }
 
 /// What the stack's lock protects.
@@ -345,17 +368,21 @@ impl Shared {
         }
     }
 
-    /// Make sure the protocol thread runs a round soon (output is pending).
+    /// Make sure a round runs soon (output is pending): the protocol thread's, unless a
+    /// thread runs or polls rounds already.
     fn kick(&self) {
-        if !self.kicked.swap(true, Ordering::AcqRel) {
-            self.eventfd.wake();
-        }
+        self.bell.ring();
     }
 
-    /// A reader's window-update request for `slot`.
-    fn post_window_update(&self, slot: u32) {
+    /// A reader's window-update request for `slot`: run the round here (`direct`: a blocking
+    /// reader over the pipe) or ring for one.
+    fn post_window_update(&self, slot: u32, direct: bool) {
         if self.requests.post(slot) {
-            self.kick();
+            if direct {
+                self.push();
+            } else {
+                self.kick();
+            }
         }
     }
 }
@@ -376,8 +403,17 @@ impl Runtime {
         let udp_slots = stack.udp().config().max_sockets;
         stack.defer_window_updates(true);
         let clock = Clock { start: std::time::Instant::now(), base: stack.now };
-        let eventfd = Arc::new(EventFd::new()?);
-        let device_fd = device.attach(eventfd.clone());
+        let bell = Arc::new(Bell::new()?);
+        let device_fd = device.attach(bell.clone());
+        let ring = stack.tx_ring().capacity();
+        let engine: Box<dyn Rounds> = Box::new(Engine {
+            dev: device,
+            rx: Batch::with_capacity(ring),
+            tx: Batch::with_capacity(ring),
+            taken: Vec::with_capacity(slots),
+            clock,
+            last: Default::default(),
+        });
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 stack,
@@ -390,8 +426,12 @@ impl Runtime {
             udp_cvs: (0..udp_slots).map(|_| SlotCv::default()).collect(),
             accept_cv: Condvar::new(),
             requests: Requests::new(slots),
-            eventfd,
-            kicked: AtomicBool::new(false),
+            bell,
+            engine: Mutex::new(Some(engine)),
+            direct: device_fd.is_none(),
+            sleep_until: AtomicU64::new(AWAKE),
+            timer: sys::TimerFd::new()?,
+            stopping: AtomicBool::new(false),
             sync_window_updates: config.sync_window_updates,
             window_update_requests: AtomicU64::new(0),
             window_updates_sent: AtomicU64::new(0),
@@ -399,11 +439,12 @@ impl Runtime {
             sleeps: AtomicU64::new(0),
             app_waits: AtomicU64::new(0),
             lock_contended: AtomicU64::new(0),
+            app_rounds: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("ackclock-protocol".into())
-            .spawn(move || protocol_thread(s, device, device_fd, clock, slots))?;
+            .spawn(move || protocol_thread(s, device_fd, clock))?;
         Ok(Runtime { shared, thread: Some(thread) })
     }
 
@@ -423,9 +464,10 @@ impl Runtime {
             window_updates_sent: s.window_updates_sent.load(Ordering::Relaxed),
             rounds: s.rounds.load(Ordering::Relaxed),
             sleeps: s.sleeps.load(Ordering::Relaxed),
-            wakeups: s.eventfd.signals(),
+            wakeups: s.bell.eventfd.signals(),
             app_waits: s.app_waits.load(Ordering::Relaxed),
             lock_contended: s.lock_contended.load(Ordering::Relaxed),
+            app_rounds: s.app_rounds.load(Ordering::Relaxed),
         }
     }
 
@@ -439,7 +481,8 @@ impl Runtime {
             g.wake_all_tasks();
             self.shared.wake_all();
         }
-        self.shared.eventfd.wake();
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.bell.eventfd.wake();
         let _ = thread.join();
         // Anyone who slipped in before `closed` was seen is woken again.
         let mut g = self.shared.lock();
@@ -471,78 +514,49 @@ impl Drop for Runtime {
 /// How long the protocol thread spins for a wake before it sleeps in ppoll.
 const SPIN: Duration = Duration::from_micros(50);
 
-/// The protocol thread: rounds of receive, process, output, transmit, sleep.
-fn protocol_thread<D: RuntimeDevice>(
-    shared: Arc<Shared>,
-    mut dev: D,
-    device_fd: Option<RawFd>,
-    clock: Clock,
-    slots: usize,
-) {
-    let ring = lock(&shared.inner).stack.tx_ring().capacity();
-    let mut rx = Batch::with_capacity(ring);
-    let mut tx = Batch::with_capacity(ring);
-    let mut taken: Vec<u32> = Vec::with_capacity(slots);
-    let fds: Vec<RawFd> = std::iter::once(shared.eventfd.as_raw_fd()).chain(device_fd).collect();
+/// How long an application thread over the in-memory pipe polls before it blocks.
+const POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// The protocol thread: rounds of receive, process, output, transmit, then sleep until the
+/// device, a ring or a timer.
+fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) {
+    let fds: Vec<RawFd> = [shared.bell.as_raw_fd(), shared.timer.as_raw_fd()].into_iter().chain(device_fd).collect();
+    let mut app_rounds_seen = 0;
     loop {
-        // Consume the wake-up, then clear the flag that coalesces them, then look at the
-        // sources: a kick landing after the clear signals the eventfd again. (Clearing the
-        // flag before draining would let a kick in between be drained while the flag stays
-        // set, and every later kick would then skip the eventfd: the same lost update as
-        // the window-update request's, one level up.)
-        shared.eventfd.drain();
-        shared.kicked.store(false, Ordering::Release);
-        let now = clock.now();
-        dev.receive(now, &mut rx);
-        let more_rx = rx.is_full();
-        // Requests are marked done here, before any window is computed (see `wnd_update`).
-        shared.requests.take(&mut taken);
-        let (next, closing, ring_full) = {
-            let mut g = shared.lock();
-            let inner = &mut *g;
-            while let Some(frame) = rx.pop() {
-                inner.stack.process(now, frame);
+        // Awake: nobody needs to signal a timer to this thread until it sleeps again. Then
+        // consume the wake-up; rings that land after this are seen by the rounds below.
+        shared.sleep_until.store(AWAKE, Ordering::Release);
+        shared.bell.eventfd.drain();
+        shared.timer.drain();
+        if shared.stopping.load(Ordering::Acquire) {
+            // The last round resets what is open (`closed` is set) and sends the resets
+            // (what the device would not take is lost, as at process exit); then the device
+            // is dropped and no thread runs rounds any more.
+            let mut engine = lock(&shared.engine);
+            if let Some(e) = engine.as_mut() {
+                e.round(&shared);
             }
-            for &idx in &taken {
-                shared.window_update_requests.fetch_add(1, Ordering::Relaxed);
-                if inner.stack.window_update_now(idx) {
-                    shared.window_updates_sent.fetch_add(1, Ordering::Relaxed);
-                }
-                if shared.sync_window_updates {
-                    if let Some(w) = inner.waits.slot(idx) {
-                        w.replies += 1;
-                    }
-                    shared.cvs[idx as usize].read.notify_all();
-                }
-            }
-            taken.clear();
-            if inner.closed {
-                inner.stack.reset_all();
-            }
-            inner.stack.dispatch(now);
-            let ring_full = inner.stack.tx_ring().is_full();
-            if tx.is_empty() {
-                std::mem::swap(inner.stack.tx_ring(), &mut tx);
-            }
-            inner.wake_changed(&shared.cvs, &shared.udp_cvs, &shared.accept_cv);
-            (inner.stack.poll_at(), inner.closed, ring_full)
-        };
-        dev.transmit(now, &mut tx);
-        shared.rounds.fetch_add(1, Ordering::Relaxed);
-        if closing {
-            // The resets went out with this round (what the device would not take is lost,
-            // as at process exit).
+            *engine = None;
             return;
         }
-        if more_rx || ring_full {
+        shared.run_rounds(false);
+        // What the last round (this thread's or an application thread's) left, and the
+        // deadline published under the engine's lock, so that a later round in another
+        // thread that arms an earlier timer sees it and signals (`run_rounds`).
+        let o = {
+            let engine = lock(&shared.engine);
+            let Some(e) = engine.as_ref() else { return };
+            let o = e.last();
+            if !o.more {
+                shared.sleep_until.store(rounds::deadline_code(o.next), Ordering::Release);
+            }
+            o
+        };
+        if o.more {
             continue;
         }
-        let blocked = !tx.is_empty();
-        let mut timeout = next.map(|t| t.saturating_duration_since(clock.now()));
-        if let Some(t) = dev.poll_at() {
-            let d = t.saturating_duration_since(clock.now());
-            timeout = Some(timeout.map_or(d, |x| x.min(d)));
-        }
+        let blocked = o.blocked;
+        let mut timeout = o.next.map(|t| t.saturating_duration_since(clock.now()));
         if blocked {
             // The device pushed back: wait until it can take frames (or a timer), but
             // not for the output the untaken frames keep "pending" now.
@@ -553,13 +567,19 @@ fn protocol_thread<D: RuntimeDevice>(
         // Spin a little before sleeping: on two cores the reader or writer on the other one
         // usually posts within microseconds, and a wake-up from ppoll costs more than that
         // on an idle core (as Linux's busy polling, net.core.busy_poll). A wake rings the
-        // eventfd's flag as well as the descriptor, so the spin needs no system call.
-        if !blocked && device_fd.is_none() && timeout.is_none_or(|t| t > SPIN) {
+        // eventfd's flag as well as the descriptor, so the spin needs no system call. Not
+        // when application threads ran rounds since this thread last slept: they run the
+        // rounds themselves and poll before they block, so this thread was only woken for
+        // a ring that came while none was present, and spinning would take a core from them.
+        let app_rounds = shared.app_rounds.load(Ordering::Relaxed);
+        let spin = app_rounds == app_rounds_seen;
+        app_rounds_seen = app_rounds;
+        if spin && !blocked && device_fd.is_none() && timeout.is_none_or(|t| t > SPIN) {
             let until = std::time::Instant::now() + SPIN;
-            while !shared.eventfd.rung() && std::time::Instant::now() < until {
+            while !shared.bell.eventfd.rung() && std::time::Instant::now() < until {
                 std::hint::spin_loop();
             }
-            if shared.eventfd.rung() {
+            if shared.bell.eventfd.rung() {
                 continue;
             }
         }

@@ -1,0 +1,299 @@
+//! Protocol rounds, and who runs them: the protocol thread, or an application thread that
+//! has work for the stack and finds nobody else running one (see the module documentation
+//! of [`runtime`](super), "Who runs a round").
+//!
+//! A round (receive, process, window-update requests, timers and output, transmit) needs
+//! the device, so the device and the round's scratch space sit in one [`Engine`] behind a
+//! mutex of their own, apart from the stack's lock. Who must run the next round is agreed on
+//! one atomic word, the [`Bell`]:
+//!
+//! - `WANTED`: something changed that a round must look at (a frame arrived, a writer queued
+//!   data, a reader posted a window-update request).
+//! - `RUNNING`: a thread has committed to run rounds; it clears `WANTED` when a round starts
+//!   and looks at it again before it stops, so a ring during its round costs nothing but a
+//!   flag (no system call) and is never lost.
+//! - the number of application threads polling: each runs a round when it sees `WANTED`,
+//!   and one that stops polling looks at `WANTED` once more.
+//!
+//! [`Bell::ring`] signals the protocol thread's eventfd only when `WANTED` was clear and
+//! nobody runs or polls: the same lost-wake-up reasoning as the window-update request's
+//! (`wnd_update`), one level up. Every transition is one read-modify-write of that word, so
+//! there is no store-then-load race between two variables.
+
+use super::sys::EventFd;
+use super::{RuntimeDevice, Shared};
+use crate::phy::{Batch, Wakeup};
+use crate::time::Instant;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const WANTED: u32 = 1;
+const RUNNING: u32 = 2;
+const POLLER: u32 = 4;
+
+/// `Shared::sleep_until` while the protocol thread is awake (it looks at the stack before
+/// it sleeps, so nobody needs to wake it).
+pub(super) const AWAKE: u64 = 0;
+/// `Shared::sleep_until` when the protocol thread sleeps without a timer.
+pub(super) const NO_TIMER: u64 = u64::MAX;
+
+/// The protocol thread's sleep deadline as stored (`AWAKE` and `NO_TIMER` apart).
+pub(super) fn deadline_code(next: Option<Instant>) -> u64 {
+    next.map_or(NO_TIMER, |t| t.total_nanos().saturating_add(1).min(NO_TIMER - 1))
+}
+
+/// Who runs the next round (see the module documentation), and the protocol thread's
+/// eventfd for when nobody does.
+#[derive(Debug)]
+pub(crate) struct Bell {
+    state: AtomicU32,
+    pub(super) eventfd: EventFd,
+}
+
+impl Bell {
+    pub(super) fn new() -> std::io::Result<Bell> {
+        Ok(Bell { state: AtomicU32::new(0), eventfd: EventFd::new()? })
+    }
+
+    /// A round is wanted: make sure someone runs it. A thread in a round or polling sees the
+    /// flag; otherwise the protocol thread is signalled.
+    pub(super) fn ring(&self) {
+        let prev = self.state.fetch_or(WANTED, Ordering::AcqRel);
+        if prev == 0 {
+            self.eventfd.wake();
+        }
+    }
+
+    fn wanted(&self) -> bool {
+        self.state.load(Ordering::Acquire) & WANTED != 0
+    }
+}
+
+impl Wakeup for Bell {
+    /// Frames reached the device's empty queue (the in-memory pipe's other end calls this).
+    fn wake(&self) {
+        self.ring();
+    }
+}
+
+impl AsRawFd for Bell {
+    fn as_raw_fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+}
+
+/// What a round left for the protocol thread to decide how to sleep.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Outcome {
+    /// The earliest timer of the stack or the device.
+    pub next: Option<Instant>,
+    /// The device had more frames than the batch held, or the transmit ring filled: run
+    /// again at once.
+    pub more: bool,
+    /// The device pushed back: frames wait in the engine's transmit batch.
+    pub blocked: bool,
+}
+
+/// One round, in whichever thread runs it: the device and the round's buffers, boxed once
+/// when the runtime starts (so `Shared` is not generic over the device).
+pub(super) trait Rounds: Send {
+    fn round(&mut self, shared: &Shared) -> Outcome;
+    /// What the last round left.
+    fn last(&self) -> Outcome;
+    /// The stack's time now.
+    fn now(&self) -> Instant;
+}
+
+/// The device and what a round needs besides the stack.
+pub(super) struct Engine<D> {
+    pub dev: D,
+    pub rx: Batch,
+    pub tx: Batch,
+    pub taken: Vec<u32>,
+    pub clock: super::Clock,
+    pub last: Outcome,
+}
+
+impl<D: RuntimeDevice> Rounds for Engine<D> {
+    fn round(&mut self, shared: &Shared) -> Outcome {
+        let now = self.clock.now();
+        self.dev.receive(now, &mut self.rx);
+        let more_rx = self.rx.is_full();
+        // Requests are marked done here, before any window is computed (see `wnd_update`).
+        shared.requests.take(&mut self.taken);
+        let (next, ring_full) = {
+            let mut g = shared.lock();
+            let inner = &mut *g;
+            while let Some(frame) = self.rx.pop() {
+                inner.stack.process(now, frame);
+            }
+            for &idx in &self.taken {
+                shared.window_update_requests.fetch_add(1, Ordering::Relaxed);
+                if inner.stack.window_update_now(idx) {
+                    shared.window_updates_sent.fetch_add(1, Ordering::Relaxed);
+                }
+                if shared.sync_window_updates {
+                    if let Some(w) = inner.waits.slot(idx) {
+                        w.replies += 1;
+                    }
+                    shared.cvs[idx as usize].read.notify_all();
+                }
+            }
+            self.taken.clear();
+            if inner.closed {
+                inner.stack.reset_all();
+            }
+            inner.stack.dispatch(now);
+            let ring_full = inner.stack.tx_ring().is_full();
+            if self.tx.is_empty() {
+                std::mem::swap(inner.stack.tx_ring(), &mut self.tx);
+            }
+            inner.wake_changed(&shared.cvs, &shared.udp_cvs, &shared.accept_cv);
+            (inner.stack.poll_at(), ring_full)
+        };
+        self.dev.transmit(now, &mut self.tx);
+        shared.rounds.fetch_add(1, Ordering::Relaxed);
+        let next = match (next, self.dev.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last = Outcome { next, more: more_rx || ring_full, blocked: !self.tx.is_empty() };
+        self.last
+    }
+
+    fn last(&self) -> Outcome {
+        self.last
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+}
+
+/// An application thread inside a blocking call over the pipe (see [`Shared::arrive`]);
+/// dropping it leaves, running a round if a ring came meanwhile. Drop it without the stack's
+/// lock held.
+pub(super) struct Presence<'a>(&'a Shared);
+
+impl Drop for Presence<'_> {
+    fn drop(&mut self) {
+        self.0.leave(true);
+    }
+}
+
+impl Shared {
+    /// Run rounds in this thread until nobody wants one, unless another thread already runs
+    /// them (it will see what this thread wanted). `false` if another thread runs them.
+    pub(super) fn run_rounds(&self, app: bool) -> bool {
+        let state = &self.bell.state;
+        if state.fetch_or(RUNNING, Ordering::AcqRel) & RUNNING != 0 {
+            return false;
+        }
+        loop {
+            state.fetch_and(!WANTED, Ordering::AcqRel);
+            {
+                let mut engine = super::lock(&self.engine);
+                let Some(engine) = engine.as_mut() else {
+                    // The protocol thread has stopped: nothing runs rounds any more.
+                    return true;
+                };
+                let o = engine.round(self);
+                if app {
+                    self.app_rounds.fetch_add(1, Ordering::Relaxed);
+                    // The protocol thread sleeps until a deadline published under this lock
+                    // before this round: if this round armed an earlier timer, set the
+                    // timerfd it also sleeps on (a system call, no wake-up now; the deadline
+                    // is lowered, so the timers a bulk transfer re-arms on every round cost
+                    // this once per sleep). Frames the device would not take need the
+                    // protocol thread now (it waits for the device, not this thread).
+                    let until = self.sleep_until.load(Ordering::Acquire);
+                    let code = deadline_code(o.next);
+                    if o.blocked {
+                        self.bell.eventfd.wake();
+                    } else if until != AWAKE && code < until {
+                        if let Some(next) = o.next {
+                            self.sleep_until.store(code, Ordering::Release);
+                            self.timer.arm(next.saturating_duration_since(engine.now()));
+                        }
+                    }
+                }
+                if o.more {
+                    state.fetch_or(WANTED, Ordering::AcqRel);
+                }
+            }
+            let prev = state.fetch_and(!RUNNING, Ordering::AcqRel);
+            if prev & WANTED == 0 || state.fetch_or(RUNNING, Ordering::AcqRel) & RUNNING != 0 {
+                return true;
+            }
+        }
+    }
+
+    /// An application thread has work for the stack (queued data, a window-update request):
+    /// run the round here when the device allows it (no descriptor: the in-memory pipe),
+    /// else ring for the protocol thread.
+    pub(super) fn push(&self) {
+        if self.direct {
+            self.bell.state.fetch_or(WANTED, Ordering::AcqRel);
+            self.run_rounds(true);
+        } else {
+            self.bell.ring();
+        }
+    }
+
+    /// An application thread's blocking call over the pipe has started: until it
+    /// [`leave`](Self::leave)s, a ring (frames arriving) does not signal the protocol
+    /// thread, since this thread runs a round before it returns or blocks (`Presence`).
+    pub(super) fn arrive(&self) -> Presence<'_> {
+        self.bell.state.fetch_add(POLLER, Ordering::AcqRel);
+        Presence(self)
+    }
+
+    /// The calling thread stops answering rings: if one came meanwhile and nobody runs a
+    /// round, run it here (`can_run`) or, when the caller holds the stack's lock, signal the
+    /// protocol thread.
+    pub(super) fn leave(&self, can_run: bool) {
+        if self.bell.state.fetch_sub(POLLER, Ordering::AcqRel) & WANTED != 0 {
+            if can_run {
+                self.run_rounds(true);
+            } else {
+                self.bell.eventfd.wake();
+            }
+        }
+    }
+
+    /// Whether application threads about to block poll first (see [`poll`](Self::poll)).
+    pub(super) fn polls(&self) -> bool {
+        self.direct
+    }
+
+    /// Busy-poll for up to [`POLL`](super::POLL) before an application thread blocks, as
+    /// Linux's `busy_poll` does: run a round whenever one is wanted (a frame arrived), and
+    /// return as soon as any round ran (the caller retries its call), or when the time is
+    /// up. Bounded: the caller polls once per call, then waits on its condition variable.
+    pub(super) fn poll(&self) {
+        let state = &self.bell.state;
+        let rounds = self.rounds.load(Ordering::Acquire);
+        state.fetch_add(POLLER, Ordering::AcqRel);
+        let until = std::time::Instant::now() + super::POLL;
+        'spin: loop {
+            // The clock is read once per 64 looks: it costs more than a look in a VM.
+            for _ in 0..64 {
+                if self.bell.wanted() {
+                    self.run_rounds(true);
+                }
+                if self.rounds.load(Ordering::Acquire) != rounds {
+                    break 'spin;
+                }
+                std::hint::spin_loop();
+            }
+            if std::time::Instant::now() >= until {
+                break;
+            }
+        }
+        // A ring while this thread polled did not signal the protocol thread: if it is still
+        // unanswered, answer it here.
+        if state.fetch_sub(POLLER, Ordering::AcqRel) & WANTED != 0 {
+            self.run_rounds(true);
+        }
+    }
+}
