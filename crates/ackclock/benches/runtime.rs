@@ -62,6 +62,8 @@ fn sans_io(bytes: u64) -> f64 {
 struct Counts {
     rounds: f64,
     app_rounds: f64,
+    polls: f64,
+    poll_timeouts: f64,
     sleeps: f64,
     wakeups: f64,
     app_waits: f64,
@@ -88,6 +90,8 @@ fn counts(rt: &Runtime, calls: u64, mb: f64) -> Counts {
     Counts {
         rounds: per(s.rounds),
         app_rounds: per(s.app_rounds),
+        polls: per(s.polls),
+        poll_timeouts: per(s.poll_timeouts),
         sleeps: per(s.sleeps),
         wakeups: per(s.wakeups),
         app_waits: per(s.app_waits),
@@ -197,12 +201,15 @@ fn main() {
     for (side, c) in [("sender", &one.sender), ("receiver", &one.receiver)] {
         println!(
             "  {side:>8} per MB: {:.0} rounds ({:.0} in the application thread), {:.0} sleeps, {:.0} eventfd signals, {:.0} app-thread waits, \
+             {:.0} polls ({:.0} timed out), \
              {:.0} contended locks, {:.0} {} calls, {:.0} segments in, {:.0} out",
             c.rounds,
             c.app_rounds,
             c.sleeps,
             c.wakeups,
             c.app_waits,
+            c.polls,
+            c.poll_timeouts,
             c.lock_contended,
             c.calls,
             if side == "sender" { "write" } else { "read" },

@@ -173,6 +173,11 @@ pub struct RuntimeStats {
     /// Of the rounds, those an application thread ran (over the in-memory pipe: after
     /// queueing data or a window-update request, and while polling before it blocks).
     pub app_rounds: u64,
+    /// Times an application thread polled before blocking (over the pipe).
+    pub polls: u64,
+    /// Of those, the polls that saw no round before their time was up (the thread then
+    /// sleeps on its condition variable).
+    pub poll_timeouts: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -213,6 +218,8 @@ pub(crate) struct Shared {
     app_waits: AtomicU64,
     lock_contended: AtomicU64,
     app_rounds: AtomicU64,
+    polls: AtomicU64,
+    poll_timeouts: AtomicU64,
 }
 
 impl std::fmt::Debug for dyn Rounds {
@@ -440,6 +447,8 @@ impl Runtime {
             app_waits: AtomicU64::new(0),
             lock_contended: AtomicU64::new(0),
             app_rounds: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            poll_timeouts: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -468,6 +477,8 @@ impl Runtime {
             app_waits: s.app_waits.load(Ordering::Relaxed),
             lock_contended: s.lock_contended.load(Ordering::Relaxed),
             app_rounds: s.app_rounds.load(Ordering::Relaxed),
+            polls: s.polls.load(Ordering::Relaxed),
+            poll_timeouts: s.poll_timeouts.load(Ordering::Relaxed),
         }
     }
 

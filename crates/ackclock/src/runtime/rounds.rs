@@ -270,25 +270,32 @@ impl Shared {
     /// Linux's `busy_poll` does: run a round whenever one is wanted (a frame arrived), and
     /// return as soon as any round ran (the caller retries its call), or when the time is
     /// up. Bounded: the caller polls once per call, then waits on its condition variable.
+    /// Between looks at the clock it yields the core, so that a thread it waits for on the
+    /// same core can run.
     pub(super) fn poll(&self) {
         let state = &self.bell.state;
         let rounds = self.rounds.load(Ordering::Acquire);
+        self.polls.fetch_add(1, Ordering::Relaxed);
         state.fetch_add(POLLER, Ordering::AcqRel);
         let until = std::time::Instant::now() + super::POLL;
-        'spin: loop {
+        let answered = 'spin: loop {
             // The clock is read once per 64 looks: it costs more than a look in a VM.
             for _ in 0..64 {
                 if self.bell.wanted() {
                     self.run_rounds(true);
                 }
                 if self.rounds.load(Ordering::Acquire) != rounds {
-                    break 'spin;
+                    break 'spin true;
                 }
                 std::hint::spin_loop();
             }
             if std::time::Instant::now() >= until {
-                break;
+                break false;
             }
+            std::thread::yield_now();
+        };
+        if !answered {
+            self.poll_timeouts.fetch_add(1, Ordering::Relaxed);
         }
         // A ring while this thread polled did not signal the protocol thread: if it is still
         // unanswered, answer it here.
