@@ -550,20 +550,22 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
             *engine = None;
             return;
         }
-        shared.run_rounds(false);
+        // `false`: an application thread is running rounds. It runs them until nobody wants
+        // one (`more` included) and fires the timers due meanwhile, so this thread goes to
+        // sleep rather than loop on what that thread's rounds left: looping here while it
+        // runs was a busy loop of eventfd and timerfd reads.
+        let ran = shared.run_rounds(false);
         // What the last round (this thread's or an application thread's) left, and the
         // deadline published under the engine's lock, so that a later round in another
-        // thread that arms an earlier timer sees it and signals (`run_rounds`).
+        // thread that arms an earlier timer sees it and sets the timerfd (`run_rounds`).
         let o = {
             let engine = lock(&shared.engine);
             let Some(e) = engine.as_ref() else { return };
             let o = e.last();
-            if !o.more {
-                shared.sleep_until.store(rounds::deadline_code(o.next), Ordering::Release);
-            }
+            shared.sleep_until.store(rounds::deadline_code(o.next), Ordering::Release);
             o
         };
-        if o.more {
+        if o.more && ran {
             continue;
         }
         let blocked = o.blocked;
@@ -573,6 +575,10 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
             // not for the output the untaken frames keep "pending" now.
             timeout = Some(timeout.unwrap_or(Duration::MAX).max(Duration::from_millis(1)));
         } else if timeout == Some(Duration::ZERO) {
+            if !ran {
+                // Due while another thread runs rounds: let it fire the timer.
+                std::thread::yield_now();
+            }
             continue;
         }
         // Spin a little before sleeping: on two cores the reader or writer on the other one

@@ -189,6 +189,7 @@ impl Shared {
         if state.fetch_or(RUNNING, Ordering::AcqRel) & RUNNING != 0 {
             return false;
         }
+        let mut again = 0;
         loop {
             state.fetch_and(!WANTED, Ordering::AcqRel);
             {
@@ -198,6 +199,12 @@ impl Shared {
                     return true;
                 };
                 let o = engine.round(self);
+                // A timer already due when the round ends (the stack asks to be polled
+                // again at once): one more round now, as the protocol thread did, a few
+                // times at most before leaving it to the protocol thread's timerfd.
+                let now = engine.now();
+                let due = o.next.is_some_and(|t| t <= now) && !o.blocked && again < 8;
+                again += 1;
                 if app {
                     self.app_rounds.fetch_add(1, Ordering::Relaxed);
                     // The protocol thread sleeps until a deadline published under this lock
@@ -210,14 +217,14 @@ impl Shared {
                     let code = deadline_code(o.next);
                     if o.blocked {
                         self.bell.eventfd.wake();
-                    } else if until != AWAKE && code < until {
+                    } else if !o.more && !due && until != AWAKE && code < until {
                         if let Some(next) = o.next {
                             self.sleep_until.store(code, Ordering::Release);
-                            self.timer.arm(next.saturating_duration_since(engine.now()));
+                            self.timer.arm(next.saturating_duration_since(now));
                         }
                     }
                 }
-                if o.more {
+                if o.more || due {
                     state.fetch_or(WANTED, Ordering::AcqRel);
                 }
             }
