@@ -15,14 +15,37 @@
 //! # How it is built, and why
 //!
 //! **One protocol thread, the stack behind one lock.** [`Runtime::new`] moves the
-//! [`Stack`] into a `Mutex` shared by every thread of the runtime, and moves the device into
-//! a protocol thread of its own. That thread runs rounds: it takes received frames from the
-//! device into a batch of its own *without* the lock, then takes the lock and processes them
-//! ([`Stack::process`]), handles the window-update requests, runs timers and output
-//! ([`Stack::dispatch`]), swaps the stack's transmit ring for an empty one, wakes the
-//! sockets whose readiness changed, releases the lock, and only then hands the frames to the
-//! device. Device I/O, the only system calls on the packet path, never happens under the
-//! lock.
+//! [`Stack`] into a `Mutex` shared by every thread of the runtime, and starts a protocol
+//! thread. The protocol runs in rounds: take received frames from the device into a batch
+//! *without* the stack's lock, then take the lock and process them ([`Stack::process`]),
+//! handle the window-update requests, run timers and output ([`Stack::dispatch`]), swap the
+//! stack's transmit ring for an empty one, wake the sockets whose readiness changed, release
+//! the lock, and only then hand the frames to the device. Device I/O, the only system calls
+//! on the packet path, never happens under the stack's lock. The device and a round's
+//! batches sit in an engine behind a second lock, held by whoever runs a round (`rounds`).
+//!
+//! **Who runs a round.** Over a TAP or TUN, the protocol thread, always. Over the in-memory
+//! pipe (a device without a descriptor), also an application thread that has work for the
+//! stack and finds no round running, as Linux runs the protocol in the calling process:
+//! a blocking writer sends what it queued itself (`tcp_push` from `sendmsg`), a reader sends
+//! its window update itself (`tcp_cleanup_rbuf` from `recvmsg`), and frames that arrive
+//! while a thread is inside a blocking call are processed by that thread when the call
+//! ends (the socket backlog `release_sock` processes). Who must run the next round is
+//! agreed on one atomic word (`rounds::Bell`: wanted, running, present threads); a ring
+//! signals the protocol thread's eventfd only when nobody runs a round or is present, and a
+//! thread that leaves looks at the word once more, so no arrival waits for a thread that
+//! is gone. Why: one stream between two runtimes on two cores had four threads handing
+//! every write, window update and arrival to each other. Counted per MB, each side made
+//! 18-23 eventfd signals and ~9 condition-variable sleeps and wake-ups, and the protocol
+//! threads' spin took a core from the application thread it waited for; the transfer ran
+//! at 0.14-0.40x of the one-thread transfer. With the application threads running the
+//! rounds, both protocol threads sleep through a bulk transfer (0 signals, 0 sleeps per
+//! MB) and it runs at 0.77x (BENCHMARKS.md has the figures). The protocol thread still
+//! runs timers when no application thread is active: a round in an application thread that
+//! arms a timer earlier than the one the protocol thread sleeps until sets a timerfd that
+//! thread also sleeps on (one system call, no wake-up now). Over a TAP nothing changes: a
+//! frame there makes the descriptor readable, which only the protocol thread watches, and
+//! the TAP benchmarks were not rerun with application threads writing to it.
 //!
 //! **The one copy happens in the application thread, under the lock.** `read` is the core's
 //! receive copy (`tcp_recv`): bytes go straight from the packet buffers in the receive queue
@@ -50,34 +73,40 @@
 //! Implement asynchronized pru_rcvd"). A read that frees receive space does not decide or
 //! send the window update: with the decision deferred in the core, `tcp_recv` only copies.
 //! After releasing the lock the reader posts the connection's embedded request, which is
-//! queued only if it was not already pending (see `wnd_update`), and wakes the protocol
-//! thread; the protocol thread marks each request done *before* it computes the window, so
-//! a read that lands meanwhile posts a fresh one and no update is lost. A read posts only
+//! queued only if it was not already pending (see `wnd_update`), and makes sure a round
+//! runs (over the pipe it runs one itself when none is running); every round marks each
+//! request it takes done *before* it computes the window, whichever thread runs it, so a
+//! read that lands meanwhile posts a fresh one and no update is lost. A read posts only
 //! when it may matter: when the freed space may be worth an update or the read verified
 //! data an ACK is now owed for. [`RuntimeConfig::sync_window_updates`] (for benchmarks
-//! only) makes the reader wait for the protocol thread's reply, as before the commit.
+//! only) makes the reader hand the request to the protocol thread and wait for its reply,
+//! as before the commit.
 //!
 //! **Writes need no per-socket message.** `tcp_send` already puts the connection on the
-//! core's list of connections with output pending, which the protocol thread drains under
-//! the same lock; the writer only has to make sure the thread is awake. One flag for the
-//! whole runtime coalesces those wake-ups: a writer signals the eventfd only if the flag
-//! was clear, and the protocol thread clears it (first) at the start of each round. A
-//! per-socket request would cost the same atomic swap and a queue besides, for nothing the
-//! list does not already hold.
+//! core's list of connections with output pending, which the next round drains under the
+//! same lock; the writer only has to make sure a round runs. The runtime's one word
+//! coalesces those requests: a writer sets `wanted`, and signals the eventfd only if the
+//! word was clear; whoever runs rounds clears `wanted` (first) at the start of each round
+//! and looks at it again before it stops. A per-socket request would cost the same atomic
+//! operation and a queue besides, for nothing the list does not already hold.
 //!
 //! **Sleeping.** Between rounds the protocol thread sleeps in ppoll(2) on the device's
 //! descriptor (a TAP), an eventfd that application threads and the in-memory pipe's other
-//! end signal, with the timeout of the stack's next timer ([`Stack::poll_at`]). Time is the
-//! monotonic clock, converted to the stack's [`Instant`] at the stack's own epoch. No
-//! polling loop. Over the in-memory pipe, whose frames ring the same eventfd, the thread
-//! first spins for up to 50 µs on a flag every wake sets (as Linux's `busy_poll`): a wake-up
-//! from ppoll on an idle core costs more than the usual gap between hand-offs, and spinning
-//! took one stream from 0.14x to 0.32-0.40x of the one-thread transfer. Over a TAP or TUN it
-//! does not spin, since a frame on the descriptor would wait out the spin.
+//! end signal, and a timerfd, with the timeout of the stack's next timer
+//! ([`Stack::poll_at`]). Time is the monotonic clock, converted to the stack's [`Instant`]
+//! at the stack's own epoch. No polling loop. Over the in-memory pipe, whose frames ring
+//! the same eventfd, the thread first spins for up to 50 µs on a flag every signal sets (as
+//! Linux's `busy_poll`), unless application threads ran rounds since it last slept (they
+//! poll themselves, and its spin would take a core from them). Over a TAP or TUN it does not
+//! spin, since a frame on the descriptor would wait out the spin.
 //!
-//! **Blocking.** An application thread that must wait registers on its socket and waits on
-//! the socket's condition variable with the stack's lock (one for readers and one for
-//! writers per connection slot, made with the runtime). After each round the protocol
+//! **Blocking.** Over the in-memory pipe, a blocking call that would wait first polls for
+//! up to 50 µs, once per call (as Linux's `busy_poll`): it runs a round whenever a ring
+//! comes and tries again as soon as any round ran, yielding the core between looks at the
+//! clock so that a thread it waits for on the same core can run. Then, or at once over a
+//! TAP, the thread registers on its socket and waits on the socket's condition variable
+//! with the stack's lock (one for readers and one for writers per connection slot, made
+//! with the runtime); while it sleeps it is not present, so rings go to the protocol thread. After each round the protocol
 //! thread wakes the sockets whose readiness changed (`Inner::wake_changed`). Async tasks
 //! (`runtime::tokio`, behind the `tokio` feature) wait the same way with a waker in
 //! place of the condition variable: the protocol thread wakes a stored waker only when that
