@@ -12,20 +12,25 @@
 //! - `RUNNING`: a thread has committed to run rounds; it clears `WANTED` when a round starts
 //!   and looks at it again before it stops, so a ring during its round costs nothing but a
 //!   flag (no system call) and is never lost.
-//! - the number of application threads polling: each runs a round when it sees `WANTED`,
-//!   and one that stops polling looks at `WANTED` once more.
+//! - the number of application threads present (inside a blocking call, or polling): a
+//!   present thread runs a round before its call returns or blocks, a polling one whenever
+//!   it sees `WANTED`, and one that leaves looks at `WANTED` once more.
 //!
 //! [`Bell::ring`] signals the protocol thread's eventfd only when `WANTED` was clear and
-//! nobody runs or polls: the same lost-wake-up reasoning as the window-update request's
-//! (`wnd_update`), one level up. Every transition is one read-modify-write of that word, so
-//! there is no store-then-load race between two variables.
+//! nobody runs or is present: the same lost-wake-up reasoning as the window-update
+//! request's (`wnd_update`), one level up. Every transition is one read-modify-write of that
+//! word ([`Word`]), so there is no store-then-load race between two variables, and a loom
+//! model (below; `RUSTFLAGS="--cfg loom" cargo test -p ackclock --release --lib
+//! runtime::rounds`) checks that no ring is lost, and that a present thread leaving
+//! without looking at `WANTED` would lose one.
 
+use super::sync::AtomicU32;
 use super::sys::EventFd;
 use super::{RuntimeDevice, Shared};
 use crate::phy::{Batch, Wakeup};
 use crate::time::Instant;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 const WANTED: u32 = 1;
 const RUNNING: u32 = 2;
@@ -42,30 +47,80 @@ pub(super) fn deadline_code(next: Option<Instant>) -> u64 {
     next.map_or(NO_TIMER, |t| t.total_nanos().saturating_add(1).min(NO_TIMER - 1))
 }
 
-/// Who runs the next round (see the module documentation), and the protocol thread's
-/// eventfd for when nobody does.
+/// The word that says who runs the next round (see the module documentation). Every
+/// transition is one read-modify-write; the loom model below checks that no ring is lost.
+#[derive(Debug)]
+pub(crate) struct Word(AtomicU32);
+
+impl Word {
+    pub(crate) fn new() -> Word {
+        Word(AtomicU32::new(0))
+    }
+
+    /// A round is wanted. `true`: nobody runs rounds or is present, so the caller must
+    /// signal the protocol thread.
+    pub(crate) fn ring(&self) -> bool {
+        self.0.fetch_or(WANTED, Ordering::AcqRel) == 0
+    }
+
+    /// A round is wanted, and the caller is about to [`begin`](Self::begin) running them.
+    pub(crate) fn want(&self) {
+        self.0.fetch_or(WANTED, Ordering::AcqRel);
+    }
+
+    pub(crate) fn wanted(&self) -> bool {
+        self.0.load(Ordering::Acquire) & WANTED != 0
+    }
+
+    /// Become the thread that runs rounds. `false`: another one is, and it looks at
+    /// `wanted` before it stops, so what the caller wanted is covered.
+    pub(crate) fn begin(&self) -> bool {
+        self.0.fetch_or(RUNNING, Ordering::AcqRel) & RUNNING == 0
+    }
+
+    /// A round starts: what was wanted until now, it covers.
+    pub(crate) fn round_starts(&self) {
+        self.0.fetch_and(!WANTED, Ordering::AcqRel);
+    }
+
+    /// Stop running rounds. `true`: a round was wanted meanwhile and the caller is the
+    /// runner again, so it must run one more.
+    pub(crate) fn end(&self) -> bool {
+        let prev = self.0.fetch_and(!RUNNING, Ordering::AcqRel);
+        prev & WANTED != 0 && self.begin()
+    }
+
+    /// The calling thread is present: until it leaves, rings do not signal the protocol
+    /// thread.
+    pub(crate) fn arrive(&self) {
+        self.0.fetch_add(POLLER, Ordering::AcqRel);
+    }
+
+    /// The calling thread is no longer present. `true`: a ring came meanwhile, which the
+    /// caller must answer (run a round, or signal the protocol thread).
+    pub(crate) fn leave(&self) -> bool {
+        self.0.fetch_sub(POLLER, Ordering::AcqRel) & WANTED != 0
+    }
+}
+
+/// Who runs the next round, and the protocol thread's eventfd for when nobody does.
 #[derive(Debug)]
 pub(crate) struct Bell {
-    state: AtomicU32,
+    word: Word,
     pub(super) eventfd: EventFd,
 }
 
 impl Bell {
     pub(super) fn new() -> std::io::Result<Bell> {
-        Ok(Bell { state: AtomicU32::new(0), eventfd: EventFd::new()? })
+        Ok(Bell { word: Word::new(), eventfd: EventFd::new()? })
     }
 
-    /// A round is wanted: make sure someone runs it. A thread in a round or polling sees the
+    /// A round is wanted: make sure someone runs it. A thread in a round or present sees the
     /// flag; otherwise the protocol thread is signalled.
     pub(super) fn ring(&self) {
-        let prev = self.state.fetch_or(WANTED, Ordering::AcqRel);
-        if prev == 0 {
+        if self.word.ring() {
             self.eventfd.wake();
         }
-    }
-
-    fn wanted(&self) -> bool {
-        self.state.load(Ordering::Acquire) & WANTED != 0
     }
 }
 
@@ -185,13 +240,13 @@ impl Shared {
     /// Run rounds in this thread until nobody wants one, unless another thread already runs
     /// them (it will see what this thread wanted). `false` if another thread runs them.
     pub(super) fn run_rounds(&self, app: bool) -> bool {
-        let state = &self.bell.state;
-        if state.fetch_or(RUNNING, Ordering::AcqRel) & RUNNING != 0 {
+        let word = &self.bell.word;
+        if !word.begin() {
             return false;
         }
         let mut again = 0;
         loop {
-            state.fetch_and(!WANTED, Ordering::AcqRel);
+            word.round_starts();
             {
                 let mut engine = super::lock(&self.engine);
                 let Some(engine) = engine.as_mut() else {
@@ -225,11 +280,10 @@ impl Shared {
                     }
                 }
                 if o.more || due {
-                    state.fetch_or(WANTED, Ordering::AcqRel);
+                    word.want();
                 }
             }
-            let prev = state.fetch_and(!RUNNING, Ordering::AcqRel);
-            if prev & WANTED == 0 || state.fetch_or(RUNNING, Ordering::AcqRel) & RUNNING != 0 {
+            if !word.end() {
                 return true;
             }
         }
@@ -240,7 +294,7 @@ impl Shared {
     /// else ring for the protocol thread.
     pub(super) fn push(&self) {
         if self.direct {
-            self.bell.state.fetch_or(WANTED, Ordering::AcqRel);
+            self.bell.word.want();
             self.run_rounds(true);
         } else {
             self.bell.ring();
@@ -251,7 +305,7 @@ impl Shared {
     /// [`leave`](Self::leave)s, a ring (frames arriving) does not signal the protocol
     /// thread, since this thread runs a round before it returns or blocks (`Presence`).
     pub(super) fn arrive(&self) -> Presence<'_> {
-        self.bell.state.fetch_add(POLLER, Ordering::AcqRel);
+        self.bell.word.arrive();
         Presence(self)
     }
 
@@ -259,7 +313,7 @@ impl Shared {
     /// round, run it here (`can_run`) or, when the caller holds the stack's lock, signal the
     /// protocol thread.
     pub(super) fn leave(&self, can_run: bool) {
-        if self.bell.state.fetch_sub(POLLER, Ordering::AcqRel) & WANTED != 0 {
+        if self.bell.word.leave() {
             if can_run {
                 self.run_rounds(true);
             } else {
@@ -280,15 +334,15 @@ impl Shared {
     /// Between looks at the clock it yields the core, so that a thread it waits for on the
     /// same core can run.
     pub(super) fn poll(&self) {
-        let state = &self.bell.state;
+        let word = &self.bell.word;
         let rounds = self.rounds.load(Ordering::Acquire);
         self.polls.fetch_add(1, Ordering::Relaxed);
-        state.fetch_add(POLLER, Ordering::AcqRel);
+        word.arrive();
         let until = std::time::Instant::now() + super::POLL;
         let answered = 'spin: loop {
             // The clock is read once per 64 looks: it costs more than a look in a VM.
             for _ in 0..64 {
-                if self.bell.wanted() {
+                if word.wanted() {
                     self.run_rounds(true);
                 }
                 if self.rounds.load(Ordering::Acquire) != rounds {
@@ -306,8 +360,86 @@ impl Shared {
         }
         // A ring while this thread polled did not signal the protocol thread: if it is still
         // unanswered, answer it here.
-        if state.fetch_sub(POLLER, Ordering::AcqRel) & WANTED != 0 {
+        if word.leave() {
             self.run_rounds(true);
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod model {
+    //! The word, model-checked: a frame arrives (a ring) while an application thread is
+    //! present and another runs rounds now and then; the protocol thread runs rounds only
+    //! when signalled. Whatever the interleaving, the frame must be processed by someone.
+    //! With the present thread ignoring what `leave` reports, loom finds the interleaving
+    //! where the frame waits forever (the ring saw a present thread, so it signalled
+    //! nobody, and the thread left without looking).
+    use super::Word;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+
+    /// Run rounds as `Shared::run_rounds` does; a round processes the frame, if any.
+    fn run(word: &Word, frame: &AtomicBool) {
+        if !word.begin() {
+            return;
+        }
+        loop {
+            word.round_starts();
+            frame.store(false, Ordering::SeqCst);
+            if !word.end() {
+                return;
+            }
+        }
+    }
+
+    fn check(answer_on_leave: bool) {
+        loom::model(move || {
+            let word = Arc::new(Word::new());
+            let frame = Arc::new(AtomicBool::new(false));
+            let signalled = Arc::new(AtomicBool::new(false));
+            let (w, f, s) = (word.clone(), frame.clone(), signalled.clone());
+            // The other runtime's transmit: a frame reaches the empty queue, and rings.
+            let ringer = loom::thread::spawn(move || {
+                f.store(true, Ordering::SeqCst);
+                if w.ring() {
+                    s.store(true, Ordering::SeqCst);
+                }
+            });
+            let (w, f) = (word.clone(), frame.clone());
+            // An application thread inside a blocking call: present, then it queues data
+            // and runs a round itself, then it leaves.
+            let app = loom::thread::spawn(move || {
+                w.arrive();
+                w.want();
+                run(&w, &f);
+                if w.leave() && answer_on_leave {
+                    run(&w, &f);
+                }
+            });
+            ringer.join().unwrap();
+            app.join().unwrap();
+            // The protocol thread, after everyone: it runs rounds if it was signalled.
+            if signalled.load(Ordering::SeqCst) {
+                run(&word, &frame);
+            }
+            assert!(!frame.load(Ordering::SeqCst), "a frame was left with nobody to process it");
+        });
+    }
+
+    #[test]
+    fn no_ring_is_lost() {
+        check(true);
+    }
+
+    #[test]
+    fn leaving_without_looking_loses_a_ring() {
+        let found = std::panic::catch_unwind(|| check(false));
+        let payload = found.expect_err("loom must find the interleaving that loses the frame");
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        assert!(message.contains("nobody to process it"), "failed for another reason: {message}");
     }
 }
