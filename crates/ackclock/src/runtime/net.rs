@@ -103,6 +103,7 @@ fn wait<'a>(
         Some(left) => cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0,
     };
     if call.present {
+        // Present again; the call's own guard (`read_impl`, `write_impl`) leaves at its end.
         std::mem::forget(shared.arrive());
     }
     if g.closed {
@@ -477,6 +478,7 @@ impl Shared {
         }
         drop(g);
         if self.direct {
+            // Present again; `read_impl`'s guard leaves when the call ends.
             std::mem::forget(self.arrive());
         }
     }
