@@ -10,8 +10,8 @@
 //! Two threads are busy: the application threads. Each makes the one copy of its direction
 //! (into or out of packet buffers) and, over the pipe, also runs its runtime's protocol
 //! rounds (frames in, TCP, frames out) while the protocol threads sleep; the protocol
-//! threads run rounds only when neither application thread is inside a call (timers, or a
-//! frame that arrives while both wait).
+//! thread of a runtime runs rounds only when no application thread of that runtime is inside
+//! a call (timers, or a frame that arrives while its thread sleeps).
 
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Capabilities, PipeConfig};
