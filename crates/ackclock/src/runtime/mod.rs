@@ -604,11 +604,13 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
             // not for the output the untaken frames keep "pending" now.
             timeout = Some(timeout.unwrap_or(Duration::MAX).max(Duration::from_millis(1)));
         } else if timeout == Some(Duration::ZERO) {
-            if !ran {
-                // Due while another thread runs rounds: let it fire the timer.
-                std::thread::yield_now();
+            if ran {
+                continue;
             }
-            continue;
+            // Due while another thread runs rounds: its rounds fire due timers. Look again
+            // in a millisecond rather than loop while it runs (its later deadlines are
+            // compared with the past one published above, so none would set the timerfd).
+            timeout = Some(Duration::from_millis(1));
         }
         // Spin a little before sleeping: on two cores the reader or writer on the other one
         // usually posts within microseconds, and a wake-up from ppoll costs more than that
