@@ -7,7 +7,9 @@
 //! (getrusage of the whole process): the protocol threads must sleep, not poll.
 //!
 //! `cargo bench -p ackclock --bench runtime` (MB per stream: first argument, default 256;
-//! `--idle-only` for the idle measurement alone).
+//! `--one-only` for the one-stream ratio and its counts alone, `--pairs N` for N more
+//! baseline/runtime pairs and their median ratio, `--idle-only` for the idle measurement
+//! alone).
 
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Capabilities, PipeConfig};
@@ -16,6 +18,7 @@ use ackclock::time::{Duration, Instant};
 use ackclock::{Stack, StackConfig};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -55,9 +58,52 @@ fn sans_io(bytes: u64) -> f64 {
     bytes as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9
 }
 
-/// `streams` parallel bulk streams between two runtimes; Gbit/s and window-update
-/// messages per MB received.
-fn runtimes(streams: usize, bytes: u64, sync: bool) -> (f64, f64) {
+/// What one side of a transfer counted, per MB moved.
+struct Counts {
+    rounds: f64,
+    app_rounds: f64,
+    polls: f64,
+    poll_timeouts: f64,
+    sleeps: f64,
+    wakeups: f64,
+    app_waits: f64,
+    lock_contended: f64,
+    segs_in: f64,
+    segs_out: f64,
+    /// `read` calls on the receiver's side, `write` calls on the sender's.
+    calls: f64,
+}
+
+/// The result of one run of `streams` parallel streams.
+struct Run {
+    gbits: f64,
+    /// Window-update messages per MB received.
+    msgs: f64,
+    sender: Counts,
+    receiver: Counts,
+}
+
+fn counts(rt: &Runtime, calls: u64, mb: f64) -> Counts {
+    let s = rt.stats();
+    let (segs_in, segs_out) = rt.with_stack(|st| (st.counters().segs_in, st.counters().segs_out));
+    let per = |x: u64| x as f64 / mb;
+    Counts {
+        rounds: per(s.rounds),
+        app_rounds: per(s.app_rounds),
+        polls: per(s.polls),
+        poll_timeouts: per(s.poll_timeouts),
+        sleeps: per(s.sleeps),
+        wakeups: per(s.wakeups),
+        app_waits: per(s.app_waits),
+        lock_contended: per(s.lock_contended),
+        segs_in: per(segs_in),
+        segs_out: per(segs_out),
+        calls: per(calls),
+    }
+}
+
+/// `streams` parallel bulk streams between two runtimes.
+fn runtimes(streams: usize, bytes: u64, sync: bool) -> Run {
     let (da, db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
     let config = RuntimeConfig { sync_window_updates: sync };
     let ra = Runtime::with_config(stack(A), da, config).unwrap();
@@ -66,33 +112,45 @@ fn runtimes(streams: usize, bytes: u64, sync: bool) -> (f64, f64) {
     let clients: Vec<TcpStream> =
         (0..streams).map(|_| TcpStream::connect(&ra, SocketAddrV4::new(B, 5001)).unwrap()).collect();
     let servers: Vec<TcpStream> = (0..streams).map(|_| l.accept().unwrap().0).collect();
+    let writes = AtomicU64::new(0);
+    let reads = AtomicU64::new(0);
     let start = std::time::Instant::now();
     std::thread::scope(|s| {
         for mut c in clients {
+            let writes = &writes;
             s.spawn(move || {
                 let chunk = vec![0xa5u8; 256 * 1024];
-                let mut sent = 0;
+                let (mut sent, mut calls) = (0, 0);
                 while sent < bytes {
                     let n = (chunk.len() as u64).min(bytes - sent) as usize;
-                    c.write_all(&chunk[..n]).unwrap();
-                    sent += n as u64;
+                    sent += c.write(&chunk[..n]).unwrap() as u64;
+                    calls += 1;
                 }
+                writes.fetch_add(calls, Ordering::Relaxed);
             });
         }
         for mut v in servers {
+            let reads = &reads;
             s.spawn(move || {
                 let mut buf = vec![0u8; 256 * 1024];
-                let mut got = 0;
+                let (mut got, mut calls) = (0, 0);
                 while got < bytes {
                     got += v.read(&mut buf).unwrap() as u64;
+                    calls += 1;
                 }
+                reads.fetch_add(calls, Ordering::Relaxed);
             });
         }
     });
     let secs = start.elapsed().as_secs_f64();
     let total = bytes * streams as u64;
-    let msgs = rb.stats().window_update_requests as f64;
-    (total as f64 * 8.0 / secs / 1e9, msgs / (total as f64 / (1 << 20) as f64))
+    let mb = total as f64 / (1 << 20) as f64;
+    Run {
+        gbits: total as f64 * 8.0 / secs / 1e9,
+        msgs: rb.stats().window_update_requests as f64 / mb,
+        sender: counts(&ra, writes.load(Ordering::Relaxed), mb),
+        receiver: counts(&rb, reads.load(Ordering::Relaxed), mb),
+    }
 }
 
 /// User plus system CPU time of the whole process so far.
@@ -134,18 +192,57 @@ fn main() {
     let mb: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(256);
     let bytes = mb << 20;
     let base = sans_io(bytes);
-    let (one, _) = runtimes(1, bytes, false);
+    let one = runtimes(1, bytes, false);
     println!(
-        "one stream, {mb} MB: sans-IO on one thread {base:.2} Gbit/s, two runtimes {one:.2} Gbit/s: {:.2}x",
-        one / base
+        "one stream, {mb} MB: sans-IO on one thread {base:.2} Gbit/s, two runtimes {:.2} Gbit/s: {:.2}x",
+        one.gbits,
+        one.gbits / base
     );
+    for (side, c) in [("sender", &one.sender), ("receiver", &one.receiver)] {
+        println!(
+            "  {side:>8} per MB: {:.0} rounds ({:.0} in the application thread), {:.0} sleeps, {:.0} eventfd signals, {:.0} app-thread waits, \
+             {:.0} polls ({:.0} timed out), \
+             {:.0} contended locks, {:.0} {} calls, {:.0} segments in, {:.0} out",
+            c.rounds,
+            c.app_rounds,
+            c.sleeps,
+            c.wakeups,
+            c.app_waits,
+            c.polls,
+            c.poll_timeouts,
+            c.lock_contended,
+            c.calls,
+            if side == "sender" { "write" } else { "read" },
+            c.segs_in,
+            c.segs_out
+        );
+    }
+    // `--pairs N`: N more alternations of the baseline and the two runtimes, each pair a
+    // ratio, and their median (load from other processes moves single runs a lot).
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(n) = args.iter().position(|a| a == "--pairs").and_then(|i| args.get(i + 1)?.parse::<usize>().ok()) {
+        let mut ratios: Vec<f64> = (0..n).map(|_| runtimes(1, bytes, false).gbits / sans_io(bytes)).collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "one stream, {n} more pairs of {mb} MB: median {:.2}x (min {:.2}x, max {:.2}x)",
+            ratios[n / 2],
+            ratios[0],
+            ratios[n - 1]
+        );
+    }
+    if args.iter().any(|a| a == "--one-only") {
+        return;
+    }
     for streams in [1, 8, 32] {
         let per = (bytes / streams as u64).max(1 << 20);
-        let (st, sm) = runtimes(streams, per, true);
-        let (at, am) = runtimes(streams, per, false);
+        let (st, at) = (runtimes(streams, per, true), runtimes(streams, per, false));
         println!(
-            "{streams:>2} streams: sync {st:.2} Gbit/s, {sm:.1} window-update messages/MB; async {at:.2} Gbit/s, {am:.1} messages/MB ({:.2}x)",
-            at / st
+            "{streams:>2} streams: sync {:.2} Gbit/s, {:.1} window-update messages/MB; async {:.2} Gbit/s, {:.1} messages/MB ({:.2}x)",
+            st.gbits,
+            st.msgs,
+            at.gbits,
+            at.msgs,
+            at.gbits / st.gbits
         );
     }
     let share = idle(1000, 10);

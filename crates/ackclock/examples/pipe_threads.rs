@@ -7,8 +7,11 @@
 //! cargo run --release -p ackclock --example pipe_threads -- 256   # 256 MB
 //! ```
 //!
-//! Four threads are busy: each runtime's protocol thread (frames in, TCP, frames out) and
-//! the two application threads (the one copy per direction, into and out of packet buffers).
+//! Two threads are busy: the application threads. Each makes the one copy of its direction
+//! (into or out of packet buffers) and, over the pipe, also runs its runtime's protocol
+//! rounds (frames in, TCP, frames out) while the protocol threads sleep; the protocol
+//! thread of a runtime runs rounds only when no application thread of that runtime is inside
+//! a call (timers, or a frame that arrives while its thread sleeps).
 
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Capabilities, PipeConfig};

@@ -15,14 +15,37 @@
 //! # How it is built, and why
 //!
 //! **One protocol thread, the stack behind one lock.** [`Runtime::new`] moves the
-//! [`Stack`] into a `Mutex` shared by every thread of the runtime, and moves the device into
-//! a protocol thread of its own. That thread runs rounds: it takes received frames from the
-//! device into a batch of its own *without* the lock, then takes the lock and processes them
-//! ([`Stack::process`]), handles the window-update requests, runs timers and output
-//! ([`Stack::dispatch`]), swaps the stack's transmit ring for an empty one, wakes the
-//! sockets whose readiness changed, releases the lock, and only then hands the frames to the
-//! device. Device I/O, the only system calls on the packet path, never happens under the
-//! lock.
+//! [`Stack`] into a `Mutex` shared by every thread of the runtime, and starts a protocol
+//! thread. The protocol runs in rounds: take received frames from the device into a batch
+//! *without* the stack's lock, then take the lock and process them ([`Stack::process`]),
+//! handle the window-update requests, run timers and output ([`Stack::dispatch`]), swap the
+//! stack's transmit ring for an empty one, wake the sockets whose readiness changed, release
+//! the lock, and only then hand the frames to the device. Device I/O, the only system calls
+//! on the packet path, never happens under the stack's lock. The device and a round's
+//! batches sit in an engine behind a second lock, held by whoever runs a round (`rounds`).
+//!
+//! **Who runs a round.** Over a TAP or TUN, the protocol thread, always. Over the in-memory
+//! pipe (a device without a descriptor), also an application thread that has work for the
+//! stack and finds no round running, as Linux runs the protocol in the calling process:
+//! a blocking writer sends what it queued itself (`tcp_push` from `sendmsg`), a reader sends
+//! its window update itself (`tcp_cleanup_rbuf` from `recvmsg`), and frames that arrive
+//! while a thread is inside a blocking call are processed by that thread when the call
+//! ends (the socket backlog `release_sock` processes). Who must run the next round is
+//! agreed on one atomic word (`rounds::Bell`: wanted, running, present threads); a ring
+//! signals the protocol thread's eventfd only when nobody runs a round or is present, and a
+//! thread that leaves looks at the word once more, so no arrival waits for a thread that
+//! is gone. Why: one stream between two runtimes on two cores had four threads handing
+//! every write, window update and arrival to each other. Counted per MB, each side made
+//! 18-23 eventfd signals and ~9 condition-variable sleeps and wake-ups, and the protocol
+//! threads' spin took a core from the application thread it waited for; the transfer ran
+//! at 0.14-0.40x of the one-thread transfer. With the application threads running the
+//! rounds, both protocol threads sleep through a bulk transfer (0 signals, 0 sleeps per
+//! MB) and it runs at 0.77x (BENCHMARKS.md has the figures). The protocol thread still
+//! runs timers when no application thread is active: a round in an application thread that
+//! arms a timer earlier than the one the protocol thread sleeps until sets a timerfd that
+//! thread also sleeps on (one system call, no wake-up now). Over a TAP nothing changes: a
+//! frame there makes the descriptor readable, which only the protocol thread watches, and
+//! the TAP benchmarks were not rerun with application threads writing to it.
 //!
 //! **The one copy happens in the application thread, under the lock.** `read` is the core's
 //! receive copy (`tcp_recv`): bytes go straight from the packet buffers in the receive queue
@@ -50,34 +73,40 @@
 //! Implement asynchronized pru_rcvd"). A read that frees receive space does not decide or
 //! send the window update: with the decision deferred in the core, `tcp_recv` only copies.
 //! After releasing the lock the reader posts the connection's embedded request, which is
-//! queued only if it was not already pending (see `wnd_update`), and wakes the protocol
-//! thread; the protocol thread marks each request done *before* it computes the window, so
-//! a read that lands meanwhile posts a fresh one and no update is lost. A read posts only
+//! queued only if it was not already pending (see `wnd_update`), and makes sure a round
+//! runs (over the pipe it runs one itself when none is running); every round marks each
+//! request it takes done *before* it computes the window, whichever thread runs it, so a
+//! read that lands meanwhile posts a fresh one and no update is lost. A read posts only
 //! when it may matter: when the freed space may be worth an update or the read verified
 //! data an ACK is now owed for. [`RuntimeConfig::sync_window_updates`] (for benchmarks
-//! only) makes the reader wait for the protocol thread's reply, as before the commit.
+//! only) makes the reader hand the request to the protocol thread and wait for its reply,
+//! as before the commit.
 //!
 //! **Writes need no per-socket message.** `tcp_send` already puts the connection on the
-//! core's list of connections with output pending, which the protocol thread drains under
-//! the same lock; the writer only has to make sure the thread is awake. One flag for the
-//! whole runtime coalesces those wake-ups: a writer signals the eventfd only if the flag
-//! was clear, and the protocol thread clears it (first) at the start of each round. A
-//! per-socket request would cost the same atomic swap and a queue besides, for nothing the
-//! list does not already hold.
+//! core's list of connections with output pending, which the next round drains under the
+//! same lock; the writer only has to make sure a round runs. The runtime's one word
+//! coalesces those requests: a writer sets `wanted`, and signals the eventfd only if the
+//! word was clear; whoever runs rounds clears `wanted` (first) at the start of each round
+//! and looks at it again before it stops. A per-socket request would cost the same atomic
+//! operation and a queue besides, for nothing the list does not already hold.
 //!
 //! **Sleeping.** Between rounds the protocol thread sleeps in ppoll(2) on the device's
 //! descriptor (a TAP), an eventfd that application threads and the in-memory pipe's other
-//! end signal, with the timeout of the stack's next timer ([`Stack::poll_at`]). Time is the
-//! monotonic clock, converted to the stack's [`Instant`] at the stack's own epoch. No
-//! polling loop. Over the in-memory pipe, whose frames ring the same eventfd, the thread
-//! first spins for up to 50 µs on a flag every wake sets (as Linux's `busy_poll`): a wake-up
-//! from ppoll on an idle core costs more than the usual gap between hand-offs, and spinning
-//! took one stream from 0.14x to 0.32-0.40x of the one-thread transfer. Over a TAP or TUN it
-//! does not spin, since a frame on the descriptor would wait out the spin.
+//! end signal, and a timerfd, with the timeout of the stack's next timer
+//! ([`Stack::poll_at`]). Time is the monotonic clock, converted to the stack's [`Instant`]
+//! at the stack's own epoch. No polling loop. Over the in-memory pipe, whose frames ring
+//! the same eventfd, the thread first spins for up to 50 µs on a flag every signal sets (as
+//! Linux's `busy_poll`), unless application threads ran rounds since it last slept (they
+//! poll themselves, and its spin would take a core from them). Over a TAP or TUN it does not
+//! spin, since a frame on the descriptor would wait out the spin.
 //!
-//! **Blocking.** An application thread that must wait registers on its socket and waits on
-//! the socket's condition variable with the stack's lock (one for readers and one for
-//! writers per connection slot, made with the runtime). After each round the protocol
+//! **Blocking.** Over the in-memory pipe, a blocking call that would wait first polls for
+//! up to 50 µs, once per call (as Linux's `busy_poll`): it runs a round whenever a ring
+//! comes and tries again as soon as any round ran, yielding the core between looks at the
+//! clock so that a thread it waits for on the same core can run. Then, or at once over a
+//! TAP, the thread registers on its socket and waits on the socket's condition variable
+//! with the stack's lock (one for readers and one for writers per connection slot, made
+//! with the runtime); while it sleeps it is not present, so rings go to the protocol thread. After each round the protocol
 //! thread wakes the sockets whose readiness changed (`Inner::wake_changed`). Async tasks
 //! (`runtime::tokio`, behind the `tokio` feature) wait the same way with a waker in
 //! place of the condition variable: the protocol thread wakes a stored waker only when that
@@ -89,6 +118,7 @@
 //! after that return the same error.
 
 mod net;
+mod rounds;
 pub(crate) mod sync;
 mod sys;
 #[cfg(feature = "tokio")]
@@ -105,13 +135,13 @@ use crate::socket::{Event, ListenerHandle, TcpHandle, UdpHandle};
 use crate::stack::Stack;
 use crate::time::Instant;
 use core::time::Duration;
+use rounds::{Bell, Engine, Rounds, AWAKE};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::thread::JoinHandle;
-use sys::EventFd;
 use waiters::{SlotCv, Waiters, BUFFERS, CLOSED, ERROR, GONE, READABLE, READ_CLOSED, SYNCHRONIZED, WRITABLE};
 use wnd_update::Requests;
 
@@ -161,6 +191,22 @@ pub struct RuntimeStats {
     pub rounds: u64,
     /// Times the protocol thread went to sleep.
     pub sleeps: u64,
+    /// Signals of the protocol thread's eventfd (a system call each): from application
+    /// threads, and from the in-memory pipe's other end when frames reach an empty queue.
+    pub wakeups: u64,
+    /// Times an application thread blocked on a socket's condition variable (a futex wait
+    /// and a wake-up each).
+    pub app_waits: u64,
+    /// Acquisitions of the stack's lock that found it held and had to wait.
+    pub lock_contended: u64,
+    /// Of the rounds, those an application thread ran (over the in-memory pipe: after
+    /// queueing data or a window-update request, and while polling before it blocks).
+    pub app_rounds: u64,
+    /// Times an application thread polled before blocking (over the pipe).
+    pub polls: u64,
+    /// Of those, the polls that saw no round before their time was up (the thread then
+    /// sleeps on its condition variable).
+    pub poll_timeouts: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -178,14 +224,37 @@ pub(crate) struct Shared {
     udp_cvs: Box<[SlotCv]>,
     accept_cv: Condvar,
     requests: Requests,
-    eventfd: Arc<EventFd>,
-    /// The protocol thread has been signalled since the start of its round.
-    kicked: AtomicBool,
+    /// Who runs the next round, and the protocol thread's eventfd (`rounds`).
+    bell: Arc<Bell>,
+    /// The device and a round's buffers: whoever runs a round holds this lock (and takes the
+    /// stack's inside it). `None` once the protocol thread has stopped.
+    engine: Mutex<Option<Box<dyn Rounds>>>,
+    /// Application threads run rounds and poll before blocking (a device without a
+    /// descriptor: the in-memory pipe).
+    direct: bool,
+    /// When the protocol thread wakes by itself (`rounds::deadline_code`, or `AWAKE`).
+    /// Written under the engine's lock, except `AWAKE`.
+    sleep_until: AtomicU64,
+    /// Armed by an application thread's round that set a timer earlier than `sleep_until`.
+    timer: sys::TimerFd,
+    /// `shutdown` was called: the protocol thread runs its last round and stops.
+    stopping: AtomicBool,
     sync_window_updates: bool,
     window_update_requests: AtomicU64,
     window_updates_sent: AtomicU64,
     rounds: AtomicU64,
     sleeps: AtomicU64,
+    app_waits: AtomicU64,
+    lock_contended: AtomicU64,
+    app_rounds: AtomicU64,
+    polls: AtomicU64,
+    poll_timeouts: AtomicU64,
+}
+
+impl std::fmt::Debug for dyn Rounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rounds")
+    }
 }
 
 /// What the stack's lock protects.
@@ -325,20 +394,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        lock(&self.inner)
-    }
-
-    /// Make sure the protocol thread runs a round soon (output is pending).
-    fn kick(&self) {
-        if !self.kicked.swap(true, Ordering::AcqRel) {
-            self.eventfd.wake();
+        match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.lock_contended.fetch_add(1, Ordering::Relaxed);
+                lock(&self.inner)
+            }
         }
     }
 
-    /// A reader's window-update request for `slot`.
-    fn post_window_update(&self, slot: u32) {
+    /// Make sure a round runs soon (output is pending): the protocol thread's, unless a
+    /// thread runs or polls rounds already.
+    fn kick(&self) {
+        self.bell.ring();
+    }
+
+    /// A reader's window-update request for `slot`: run the round here (`direct`: a blocking
+    /// reader over the pipe) or ring for one.
+    fn post_window_update(&self, slot: u32, direct: bool) {
         if self.requests.post(slot) {
-            self.kick();
+            if direct {
+                self.push();
+            } else {
+                self.kick();
+            }
         }
     }
 }
@@ -359,8 +439,17 @@ impl Runtime {
         let udp_slots = stack.udp().config().max_sockets;
         stack.defer_window_updates(true);
         let clock = Clock { start: std::time::Instant::now(), base: stack.now };
-        let eventfd = Arc::new(EventFd::new()?);
-        let device_fd = device.attach(eventfd.clone());
+        let bell = Arc::new(Bell::new()?);
+        let device_fd = device.attach(bell.clone());
+        let ring = stack.tx_ring().capacity();
+        let engine: Box<dyn Rounds> = Box::new(Engine {
+            dev: device,
+            rx: Batch::with_capacity(ring),
+            tx: Batch::with_capacity(ring),
+            taken: Vec::with_capacity(slots),
+            clock,
+            last: Default::default(),
+        });
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 stack,
@@ -373,18 +462,27 @@ impl Runtime {
             udp_cvs: (0..udp_slots).map(|_| SlotCv::default()).collect(),
             accept_cv: Condvar::new(),
             requests: Requests::new(slots),
-            eventfd,
-            kicked: AtomicBool::new(false),
+            bell,
+            engine: Mutex::new(Some(engine)),
+            direct: device_fd.is_none(),
+            sleep_until: AtomicU64::new(AWAKE),
+            timer: sys::TimerFd::new()?,
+            stopping: AtomicBool::new(false),
             sync_window_updates: config.sync_window_updates,
             window_update_requests: AtomicU64::new(0),
             window_updates_sent: AtomicU64::new(0),
             rounds: AtomicU64::new(0),
             sleeps: AtomicU64::new(0),
+            app_waits: AtomicU64::new(0),
+            lock_contended: AtomicU64::new(0),
+            app_rounds: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            poll_timeouts: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("ackclock-protocol".into())
-            .spawn(move || protocol_thread(s, device, device_fd, clock, slots))?;
+            .spawn(move || protocol_thread(s, device_fd, clock))?;
         Ok(Runtime { shared, thread: Some(thread) })
     }
 
@@ -404,6 +502,12 @@ impl Runtime {
             window_updates_sent: s.window_updates_sent.load(Ordering::Relaxed),
             rounds: s.rounds.load(Ordering::Relaxed),
             sleeps: s.sleeps.load(Ordering::Relaxed),
+            wakeups: s.bell.eventfd.signals(),
+            app_waits: s.app_waits.load(Ordering::Relaxed),
+            lock_contended: s.lock_contended.load(Ordering::Relaxed),
+            app_rounds: s.app_rounds.load(Ordering::Relaxed),
+            polls: s.polls.load(Ordering::Relaxed),
+            poll_timeouts: s.poll_timeouts.load(Ordering::Relaxed),
         }
     }
 
@@ -417,7 +521,8 @@ impl Runtime {
             g.wake_all_tasks();
             self.shared.wake_all();
         }
-        self.shared.eventfd.wake();
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.bell.eventfd.wake();
         let _ = thread.join();
         // Anyone who slipped in before `closed` was seen is woken again.
         let mut g = self.shared.lock();
@@ -449,95 +554,80 @@ impl Drop for Runtime {
 /// How long the protocol thread spins for a wake before it sleeps in ppoll.
 const SPIN: Duration = Duration::from_micros(50);
 
-/// The protocol thread: rounds of receive, process, output, transmit, sleep.
-fn protocol_thread<D: RuntimeDevice>(
-    shared: Arc<Shared>,
-    mut dev: D,
-    device_fd: Option<RawFd>,
-    clock: Clock,
-    slots: usize,
-) {
-    let ring = lock(&shared.inner).stack.tx_ring().capacity();
-    let mut rx = Batch::with_capacity(ring);
-    let mut tx = Batch::with_capacity(ring);
-    let mut taken: Vec<u32> = Vec::with_capacity(slots);
-    let fds: Vec<RawFd> = std::iter::once(shared.eventfd.as_raw_fd()).chain(device_fd).collect();
+/// How long an application thread over the in-memory pipe polls before it blocks.
+const POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// The protocol thread: rounds of receive, process, output, transmit, then sleep until the
+/// device, a ring or a timer.
+fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) {
+    let fds: Vec<RawFd> = [shared.bell.as_raw_fd(), shared.timer.as_raw_fd()].into_iter().chain(device_fd).collect();
+    let mut app_rounds_seen = 0;
     loop {
-        // Consume the wake-up, then clear the flag that coalesces them, then look at the
-        // sources: a kick landing after the clear signals the eventfd again. (Clearing the
-        // flag before draining would let a kick in between be drained while the flag stays
-        // set, and every later kick would then skip the eventfd: the same lost update as
-        // the window-update request's, one level up.)
-        shared.eventfd.drain();
-        shared.kicked.store(false, Ordering::Release);
-        let now = clock.now();
-        dev.receive(now, &mut rx);
-        let more_rx = rx.is_full();
-        // Requests are marked done here, before any window is computed (see `wnd_update`).
-        shared.requests.take(&mut taken);
-        let (next, closing, ring_full) = {
-            let mut g = shared.lock();
-            let inner = &mut *g;
-            while let Some(frame) = rx.pop() {
-                inner.stack.process(now, frame);
+        // Awake: nobody needs to signal a timer to this thread until it sleeps again. Then
+        // consume the wake-up; rings that land after this are seen by the rounds below.
+        shared.sleep_until.store(AWAKE, Ordering::Release);
+        shared.bell.eventfd.drain();
+        shared.timer.drain();
+        if shared.stopping.load(Ordering::Acquire) {
+            // The last round resets what is open (`closed` is set) and sends the resets
+            // (what the device would not take is lost, as at process exit); then the device
+            // is dropped and no thread runs rounds any more.
+            let mut engine = lock(&shared.engine);
+            if let Some(e) = engine.as_mut() {
+                e.round(&shared);
             }
-            for &idx in &taken {
-                shared.window_update_requests.fetch_add(1, Ordering::Relaxed);
-                if inner.stack.window_update_now(idx) {
-                    shared.window_updates_sent.fetch_add(1, Ordering::Relaxed);
-                }
-                if shared.sync_window_updates {
-                    if let Some(w) = inner.waits.slot(idx) {
-                        w.replies += 1;
-                    }
-                    shared.cvs[idx as usize].read.notify_all();
-                }
-            }
-            taken.clear();
-            if inner.closed {
-                inner.stack.reset_all();
-            }
-            inner.stack.dispatch(now);
-            let ring_full = inner.stack.tx_ring().is_full();
-            if tx.is_empty() {
-                std::mem::swap(inner.stack.tx_ring(), &mut tx);
-            }
-            inner.wake_changed(&shared.cvs, &shared.udp_cvs, &shared.accept_cv);
-            (inner.stack.poll_at(), inner.closed, ring_full)
-        };
-        dev.transmit(now, &mut tx);
-        shared.rounds.fetch_add(1, Ordering::Relaxed);
-        if closing {
-            // The resets went out with this round (what the device would not take is lost,
-            // as at process exit).
+            *engine = None;
             return;
         }
-        if more_rx || ring_full {
+        // `false`: an application thread is running rounds. It runs them until nobody wants
+        // one (`more` included) and fires the timers due meanwhile, so this thread goes to
+        // sleep rather than loop on what that thread's rounds left: looping here while it
+        // runs was a busy loop of eventfd and timerfd reads.
+        let ran = shared.run_rounds(false);
+        // What the last round (this thread's or an application thread's) left, and the
+        // deadline published under the engine's lock, so that a later round in another
+        // thread that arms an earlier timer sees it and sets the timerfd (`run_rounds`).
+        let o = {
+            let engine = lock(&shared.engine);
+            let Some(e) = engine.as_ref() else { return };
+            let o = e.last();
+            shared.sleep_until.store(rounds::deadline_code(o.next), Ordering::Release);
+            o
+        };
+        if o.more && ran {
             continue;
         }
-        let blocked = !tx.is_empty();
-        let mut timeout = next.map(|t| t.saturating_duration_since(clock.now()));
-        if let Some(t) = dev.poll_at() {
-            let d = t.saturating_duration_since(clock.now());
-            timeout = Some(timeout.map_or(d, |x| x.min(d)));
-        }
+        let blocked = o.blocked;
+        let mut timeout = o.next.map(|t| t.saturating_duration_since(clock.now()));
         if blocked {
             // The device pushed back: wait until it can take frames (or a timer), but
             // not for the output the untaken frames keep "pending" now.
             timeout = Some(timeout.unwrap_or(Duration::MAX).max(Duration::from_millis(1)));
         } else if timeout == Some(Duration::ZERO) {
-            continue;
+            if ran {
+                continue;
+            }
+            // Due while another thread runs rounds: its rounds fire due timers. Look again
+            // in a millisecond rather than loop while it runs (its later deadlines are
+            // compared with the past one published above, so none would set the timerfd).
+            timeout = Some(Duration::from_millis(1));
         }
         // Spin a little before sleeping: on two cores the reader or writer on the other one
         // usually posts within microseconds, and a wake-up from ppoll costs more than that
         // on an idle core (as Linux's busy polling, net.core.busy_poll). A wake rings the
-        // eventfd's flag as well as the descriptor, so the spin needs no system call.
-        if !blocked && device_fd.is_none() && timeout.is_none_or(|t| t > SPIN) {
+        // eventfd's flag as well as the descriptor, so the spin needs no system call. Not
+        // when application threads ran rounds since this thread last slept: they run the
+        // rounds themselves and poll before they block, so this thread was only woken for
+        // a ring that came while none was present, and spinning would take a core from them.
+        let app_rounds = shared.app_rounds.load(Ordering::Relaxed);
+        let spin = app_rounds == app_rounds_seen;
+        app_rounds_seen = app_rounds;
+        if spin && !blocked && device_fd.is_none() && timeout.is_none_or(|t| t > SPIN) {
             let until = std::time::Instant::now() + SPIN;
-            while !shared.eventfd.rung() && std::time::Instant::now() < until {
+            while !shared.bell.eventfd.rung() && std::time::Instant::now() < until {
                 std::hint::spin_loop();
             }
-            if shared.eventfd.rung() {
+            if shared.bell.eventfd.rung() {
                 continue;
             }
         }

@@ -57,6 +57,10 @@ pub(super) fn timeout_of(nanos: u64) -> Option<Duration> {
 /// Wait on a connection's condition variable (readers' or writers'), until the protocol
 /// thread sees its readiness change, `deadline`, or shutdown. `Err(WouldBlock)` when the
 /// deadline passed, as a std socket's timeout does on Linux.
+///
+/// Over the in-memory pipe the first wait of a call polls instead (`Shared::poll`, bounded)
+/// and returns for the caller to try again: the frames it waits for usually arrive within
+/// microseconds, and a sleep and wake-up on the condition variable cost more than that.
 fn wait<'a>(
     shared: &'a Shared,
     mut g: MutexGuard<'a, Inner>,
@@ -64,24 +68,55 @@ fn wait<'a>(
     slot: u32,
     write: bool,
     deadline: Option<StdInstant>,
+    call: &mut Call,
 ) -> io::Result<MutexGuard<'a, Inner>> {
+    if !call.polled && shared.polls() {
+        call.polled = true;
+        drop(g);
+        shared.poll();
+        let g = shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        return Ok(g);
+    }
     g.register(h, slot, write, None);
+    shared.app_waits.fetch_add(1, Ordering::Relaxed);
     let cvs = &shared.cvs[slot as usize];
     let cv = if write { &cvs.write } else { &cvs.read };
-    match deadline {
-        None => g = cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+    let left = match deadline {
+        None => None,
         Some(d) => {
             let left = d.saturating_duration_since(StdInstant::now());
             if left.is_zero() {
                 return Err(io::Error::new(ErrorKind::WouldBlock, "timed out"));
             }
-            g = cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0;
+            Some(left)
         }
+    };
+    // A sleeping thread answers no rings: hand them to the protocol thread meanwhile.
+    if call.present {
+        shared.leave(false);
+    }
+    g = match left {
+        None => cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+        Some(left) => cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0,
+    };
+    if call.present {
+        // Present again; the call's own guard (`read_impl`, `write_impl`) leaves at its end.
+        std::mem::forget(shared.arrive());
     }
     if g.closed {
         return Err(aborted());
     }
     Ok(g)
+}
+
+/// How a blocking call waits: whether it polled already, and whether the calling thread is
+/// counted as present (`Shared::arrive`).
+pub(super) struct Call {
+    polled: bool,
+    present: bool,
 }
 
 /// The outcome of one attempt at a socket call, for the blocking and the async callers.
@@ -132,10 +167,12 @@ impl TcpStream {
         let stream = TcpStream::start_connect(rt, addr)?;
         let shared = stream.shared.clone();
         let mut g = shared.lock();
+        // A handshake takes a round trip through both protocol threads: no polling.
+        let mut call = Call { polled: true, present: false };
         let result = loop {
             match stream.connected(g) {
                 Attempt::Done(r) => break r,
-                Attempt::Blocked(held) => g = wait(&shared, held, stream.h, stream.slot, true, None)?,
+                Attempt::Blocked(held) => g = wait(&shared, held, stream.h, stream.slot, true, None, &mut call)?,
             }
         };
         // Dropping the stream on an error closes the attempt.
@@ -222,7 +259,7 @@ impl TcpStream {
                         shared.window_update_and_wait(self.slot, asked);
                     } else {
                         drop(g);
-                        shared.post_window_update(self.slot);
+                        shared.post_window_update(self.slot, wait_reply && shared.direct);
                     }
                 }
                 Ok(n)
@@ -236,6 +273,8 @@ impl TcpStream {
     fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
         let deadline = self.deadline(&self.read_timeout);
         let shared = &*self.shared;
+        let _present = shared.direct.then(|| shared.arrive());
+        let mut call = Call { polled: false, present: shared.direct };
         let mut g = shared.lock();
         loop {
             match self.try_read(g, buf, true) {
@@ -244,14 +283,14 @@ impl TcpStream {
                     if self.nonblocking.load(Ordering::Relaxed) {
                         return Err(io_error(Error::WouldBlock));
                     }
-                    g = wait(shared, held, self.h, self.slot, false, deadline)?;
+                    g = wait(shared, held, self.h, self.slot, false, deadline, &mut call)?;
                 }
             }
         }
     }
 
     /// One write attempt under the lock, as [`try_read`](Self::try_read).
-    pub(super) fn try_write<'a>(&'a self, g: MutexGuard<'a, Inner>, buf: &[u8]) -> Attempt<'a> {
+    pub(super) fn try_write<'a>(&'a self, g: MutexGuard<'a, Inner>, buf: &[u8], blocking: bool) -> Attempt<'a> {
         let mut g = g;
         if g.closed {
             return Attempt::Done(Err(aborted()));
@@ -265,7 +304,12 @@ impl TcpStream {
         Attempt::Done(match g.stack.tcp_send(self.h, buf) {
             Ok(n) => {
                 drop(g);
-                self.shared.kick();
+                // A blocking writer over the pipe sends what it queued itself (`push`).
+                if blocking {
+                    self.shared.push();
+                } else {
+                    self.shared.kick();
+                }
                 Ok(n)
             }
             Err(Error::WouldBlock | Error::NoBufferSpace) => return Attempt::Blocked(g),
@@ -281,15 +325,17 @@ impl TcpStream {
     fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.deadline(&self.write_timeout);
         let shared = &*self.shared;
+        let _present = shared.direct.then(|| shared.arrive());
+        let mut call = Call { polled: false, present: shared.direct };
         let mut g = shared.lock();
         loop {
-            match self.try_write(g, buf) {
+            match self.try_write(g, buf, true) {
                 Attempt::Done(r) => return r,
                 Attempt::Blocked(held) => {
                     if self.nonblocking.load(Ordering::Relaxed) {
                         return Err(io_error(Error::WouldBlock));
                     }
-                    g = wait(shared, held, self.h, self.slot, true, deadline)?;
+                    g = wait(shared, held, self.h, self.slot, true, deadline, &mut call)?;
                 }
             }
         }
@@ -417,12 +463,23 @@ impl TcpStream {
 impl Shared {
     /// The synchronous window update (benchmark mode): post the request and wait for the
     /// protocol thread's reply, as a reader did before DragonFly BSD's commit 96c6eb29.
+    /// The caller is a blocking reader, counted as present over the pipe: it stops
+    /// answering rings while it waits, so the protocol thread answers the request.
     fn window_update_and_wait(&self, slot: u32, asked: u64) {
+        if self.direct {
+            self.leave(true);
+        }
         self.requests.post(slot);
         self.kick();
         let mut g = self.lock();
         while !g.closed && g.waits.slot(slot).is_some_and(|w| w.replies == asked) {
+            self.app_waits.fetch_add(1, Ordering::Relaxed);
             g = self.cvs[slot as usize].read.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(g);
+        if self.direct {
+            // Present again; `read_impl`'s guard leaves when the call ends.
+            std::mem::forget(self.arrive());
         }
     }
 }

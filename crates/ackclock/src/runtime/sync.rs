@@ -3,11 +3,11 @@
 //! runs the handshake's real code (see `wnd_update`).
 
 #[cfg(all(loom, test))]
-pub(crate) use loom::sync::atomic::{AtomicBool, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 #[cfg(all(loom, test))]
 pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(all(loom, test)))]
-pub(crate) use std::sync::atomic::{AtomicBool, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 #[cfg(not(all(loom, test)))]
 pub(crate) use std::sync::Mutex;

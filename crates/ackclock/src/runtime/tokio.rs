@@ -117,7 +117,7 @@ impl AsyncRead for TcpStream {
 impl AsyncWrite for TcpStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let inner = &self.inner;
-        match inner.try_write(inner.shared().lock(), buf) {
+        match inner.try_write(inner.shared().lock(), buf, false) {
             Attempt::Done(r) => Poll::Ready(r),
             Attempt::Blocked(mut g) => {
                 inner.register_waker(&mut g, true, cx.waker());

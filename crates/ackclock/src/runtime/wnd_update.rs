@@ -9,9 +9,13 @@
 //! - the reader [`post`](Requests::post)s: `if !pending.swap(true)` it queues the index (and
 //!   the caller wakes the protocol thread). A request already pending absorbs the read: many
 //!   reads, one message.
-//! - the protocol thread [`take`](Requests::take)s the queued indices and marks each request
-//!   done **before** it computes the window and sends. A read that lands after that finds
-//!   the flag clear and posts a fresh request, so its space is advertised too.
+//! - the thread running the next round [`take`](Requests::take)s the queued indices and
+//!   marks each request done **before** it computes the window and sends. A read that lands
+//!   after that finds the flag clear and posts a fresh request, so its space is advertised
+//!   too. That thread is the protocol thread, or over the in-memory pipe possibly an
+//!   application thread, even the reader itself (see `rounds`): the handshake is the same,
+//!   since rounds never overlap (they hold the engine's lock), and the model below holds
+//!   for whichever thread runs them.
 //!
 //! In the other order (compute and send, then mark done) a read that lands in between sees
 //! the request still pending, posts nothing, and the space it freed is never advertised: if

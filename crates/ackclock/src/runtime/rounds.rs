@@ -1,0 +1,445 @@
+//! Protocol rounds, and who runs them: the protocol thread, or an application thread that
+//! has work for the stack and finds nobody else running one (see the module documentation
+//! of [`runtime`](super), "Who runs a round").
+//!
+//! A round (receive, process, window-update requests, timers and output, transmit) needs
+//! the device, so the device and the round's scratch space sit in one [`Engine`] behind a
+//! mutex of their own, apart from the stack's lock. Who must run the next round is agreed on
+//! one atomic word, the [`Bell`]:
+//!
+//! - `WANTED`: something changed that a round must look at (a frame arrived, a writer queued
+//!   data, a reader posted a window-update request).
+//! - `RUNNING`: a thread has committed to run rounds; it clears `WANTED` when a round starts
+//!   and looks at it again before it stops, so a ring during its round costs nothing but a
+//!   flag (no system call) and is never lost.
+//! - the number of application threads present (inside a blocking call, or polling): a
+//!   present thread runs a round before its call returns or blocks, a polling one whenever
+//!   it sees `WANTED`, and one that leaves looks at `WANTED` once more.
+//!
+//! [`Bell::ring`] signals the protocol thread's eventfd only when `WANTED` was clear and
+//! nobody runs or is present: the same lost-wake-up reasoning as the window-update
+//! request's (`wnd_update`), one level up. Every transition is one read-modify-write of that
+//! word ([`Word`]), so there is no store-then-load race between two variables, and a loom
+//! model (below; `RUSTFLAGS="--cfg loom" cargo test -p ackclock --release --lib
+//! runtime::rounds`) checks that no ring is lost, and that a present thread leaving
+//! without looking at `WANTED` would lose one.
+
+use super::sync::AtomicU32;
+use super::sys::EventFd;
+use super::{RuntimeDevice, Shared};
+use crate::phy::{Batch, Wakeup};
+use crate::time::Instant;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
+
+const WANTED: u32 = 1;
+const RUNNING: u32 = 2;
+const POLLER: u32 = 4;
+
+/// `Shared::sleep_until` while the protocol thread is awake (it looks at the stack before
+/// it sleeps, so nobody needs to wake it).
+pub(super) const AWAKE: u64 = 0;
+/// `Shared::sleep_until` when the protocol thread sleeps without a timer.
+pub(super) const NO_TIMER: u64 = u64::MAX;
+
+/// The protocol thread's sleep deadline as stored (`AWAKE` and `NO_TIMER` apart).
+pub(super) fn deadline_code(next: Option<Instant>) -> u64 {
+    next.map_or(NO_TIMER, |t| t.total_nanos().saturating_add(1).min(NO_TIMER - 1))
+}
+
+/// The word that says who runs the next round (see the module documentation). Every
+/// transition is one read-modify-write; the loom model below checks that no ring is lost.
+#[derive(Debug)]
+pub(crate) struct Word(AtomicU32);
+
+impl Word {
+    pub(crate) fn new() -> Word {
+        Word(AtomicU32::new(0))
+    }
+
+    /// A round is wanted. `true`: nobody runs rounds or is present, so the caller must
+    /// signal the protocol thread.
+    pub(crate) fn ring(&self) -> bool {
+        self.0.fetch_or(WANTED, Ordering::AcqRel) == 0
+    }
+
+    /// A round is wanted, and the caller is about to [`begin`](Self::begin) running them.
+    pub(crate) fn want(&self) {
+        self.0.fetch_or(WANTED, Ordering::AcqRel);
+    }
+
+    pub(crate) fn wanted(&self) -> bool {
+        self.0.load(Ordering::Acquire) & WANTED != 0
+    }
+
+    /// Become the thread that runs rounds. `false`: another one is, and it looks at
+    /// `wanted` before it stops, so what the caller wanted is covered.
+    pub(crate) fn begin(&self) -> bool {
+        self.0.fetch_or(RUNNING, Ordering::AcqRel) & RUNNING == 0
+    }
+
+    /// A round starts: what was wanted until now, it covers.
+    pub(crate) fn round_starts(&self) {
+        self.0.fetch_and(!WANTED, Ordering::AcqRel);
+    }
+
+    /// Stop running rounds. `true`: a round was wanted meanwhile and the caller is the
+    /// runner again, so it must run one more.
+    pub(crate) fn end(&self) -> bool {
+        let prev = self.0.fetch_and(!RUNNING, Ordering::AcqRel);
+        prev & WANTED != 0 && self.begin()
+    }
+
+    /// The calling thread is present: until it leaves, rings do not signal the protocol
+    /// thread.
+    pub(crate) fn arrive(&self) {
+        self.0.fetch_add(POLLER, Ordering::AcqRel);
+    }
+
+    /// The calling thread is no longer present. `true`: a ring came meanwhile, which the
+    /// caller must answer (run a round, or signal the protocol thread).
+    pub(crate) fn leave(&self) -> bool {
+        self.0.fetch_sub(POLLER, Ordering::AcqRel) & WANTED != 0
+    }
+}
+
+/// Who runs the next round, and the protocol thread's eventfd for when nobody does.
+#[derive(Debug)]
+pub(crate) struct Bell {
+    word: Word,
+    pub(super) eventfd: EventFd,
+}
+
+impl Bell {
+    pub(super) fn new() -> std::io::Result<Bell> {
+        Ok(Bell { word: Word::new(), eventfd: EventFd::new()? })
+    }
+
+    /// A round is wanted: make sure someone runs it. A thread in a round or present sees the
+    /// flag; otherwise the protocol thread is signalled.
+    pub(super) fn ring(&self) {
+        if self.word.ring() {
+            self.eventfd.wake();
+        }
+    }
+}
+
+impl Wakeup for Bell {
+    /// Frames reached the device's empty queue (the in-memory pipe's other end calls this).
+    fn wake(&self) {
+        self.ring();
+    }
+}
+
+impl AsRawFd for Bell {
+    fn as_raw_fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+}
+
+/// What a round left for the protocol thread to decide how to sleep.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Outcome {
+    /// The earliest timer of the stack or the device.
+    pub next: Option<Instant>,
+    /// The device had more frames than the batch held, or the transmit ring filled: run
+    /// again at once.
+    pub more: bool,
+    /// The device pushed back: frames wait in the engine's transmit batch.
+    pub blocked: bool,
+}
+
+/// One round, in whichever thread runs it: the device and the round's buffers, boxed once
+/// when the runtime starts (so `Shared` is not generic over the device).
+pub(super) trait Rounds: Send {
+    fn round(&mut self, shared: &Shared) -> Outcome;
+    /// What the last round left.
+    fn last(&self) -> Outcome;
+    /// The stack's time now.
+    fn now(&self) -> Instant;
+}
+
+/// The device and what a round needs besides the stack.
+pub(super) struct Engine<D> {
+    pub dev: D,
+    pub rx: Batch,
+    pub tx: Batch,
+    pub taken: Vec<u32>,
+    pub clock: super::Clock,
+    pub last: Outcome,
+}
+
+impl<D: RuntimeDevice> Rounds for Engine<D> {
+    fn round(&mut self, shared: &Shared) -> Outcome {
+        let now = self.clock.now();
+        self.dev.receive(now, &mut self.rx);
+        let more_rx = self.rx.is_full();
+        // Requests are marked done here, before any window is computed (see `wnd_update`).
+        shared.requests.take(&mut self.taken);
+        let (next, ring_full) = {
+            let mut g = shared.lock();
+            let inner = &mut *g;
+            while let Some(frame) = self.rx.pop() {
+                inner.stack.process(now, frame);
+            }
+            for &idx in &self.taken {
+                shared.window_update_requests.fetch_add(1, Ordering::Relaxed);
+                if inner.stack.window_update_now(idx) {
+                    shared.window_updates_sent.fetch_add(1, Ordering::Relaxed);
+                }
+                if shared.sync_window_updates {
+                    if let Some(w) = inner.waits.slot(idx) {
+                        w.replies += 1;
+                    }
+                    shared.cvs[idx as usize].read.notify_all();
+                }
+            }
+            self.taken.clear();
+            if inner.closed {
+                inner.stack.reset_all();
+            }
+            inner.stack.dispatch(now);
+            let ring_full = inner.stack.tx_ring().is_full();
+            if self.tx.is_empty() {
+                std::mem::swap(inner.stack.tx_ring(), &mut self.tx);
+            }
+            inner.wake_changed(&shared.cvs, &shared.udp_cvs, &shared.accept_cv);
+            (inner.stack.poll_at(), ring_full)
+        };
+        self.dev.transmit(now, &mut self.tx);
+        shared.rounds.fetch_add(1, Ordering::Relaxed);
+        let next = match (next, self.dev.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last = Outcome { next, more: more_rx || ring_full, blocked: !self.tx.is_empty() };
+        self.last
+    }
+
+    fn last(&self) -> Outcome {
+        self.last
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+}
+
+/// An application thread inside a blocking call over the pipe (see [`Shared::arrive`]);
+/// dropping it leaves, running a round if a ring came meanwhile. Drop it without the stack's
+/// lock held.
+pub(super) struct Presence<'a>(&'a Shared);
+
+impl Drop for Presence<'_> {
+    fn drop(&mut self) {
+        self.0.leave(true);
+    }
+}
+
+impl Shared {
+    /// Run rounds in this thread until nobody wants one, unless another thread already runs
+    /// them (it will see what this thread wanted). `false` if another thread runs them.
+    pub(super) fn run_rounds(&self, app: bool) -> bool {
+        let word = &self.bell.word;
+        if !word.begin() {
+            return false;
+        }
+        let mut again = 0;
+        loop {
+            word.round_starts();
+            {
+                let mut engine = super::lock(&self.engine);
+                let Some(engine) = engine.as_mut() else {
+                    // The protocol thread has stopped: nothing runs rounds any more.
+                    return true;
+                };
+                let o = engine.round(self);
+                // A timer already due when the round ends (the stack asks to be polled
+                // again at once): one more round now, as the protocol thread did, a few
+                // times at most before leaving it to the protocol thread's timerfd.
+                let now = engine.now();
+                let due = o.next.is_some_and(|t| t <= now) && !o.blocked && again < 8;
+                again += 1;
+                if app {
+                    self.app_rounds.fetch_add(1, Ordering::Relaxed);
+                    // The protocol thread sleeps until a deadline published under this lock
+                    // before this round: if this round armed an earlier timer, set the
+                    // timerfd it also sleeps on (a system call, no wake-up now; the deadline
+                    // is lowered, so the timers a bulk transfer re-arms on every round cost
+                    // this once per sleep). Frames the device would not take need the
+                    // protocol thread now (it waits for the device, not this thread).
+                    let until = self.sleep_until.load(Ordering::Acquire);
+                    let code = deadline_code(o.next);
+                    if o.blocked {
+                        self.bell.eventfd.wake();
+                    } else if !o.more && !due && until != AWAKE && code < until {
+                        if let Some(next) = o.next {
+                            self.sleep_until.store(code, Ordering::Release);
+                            self.timer.arm(next.saturating_duration_since(now));
+                        }
+                    }
+                }
+                if o.more || due {
+                    word.want();
+                }
+            }
+            if !word.end() {
+                return true;
+            }
+        }
+    }
+
+    /// An application thread has work for the stack (queued data, a window-update request):
+    /// run the round here when the device allows it (no descriptor: the in-memory pipe),
+    /// else ring for the protocol thread.
+    pub(super) fn push(&self) {
+        if self.direct {
+            self.bell.word.want();
+            self.run_rounds(true);
+        } else {
+            self.bell.ring();
+        }
+    }
+
+    /// An application thread's blocking call over the pipe has started: until it
+    /// [`leave`](Self::leave)s, a ring (frames arriving) does not signal the protocol
+    /// thread, since this thread runs a round before it returns or blocks (`Presence`).
+    pub(super) fn arrive(&self) -> Presence<'_> {
+        self.bell.word.arrive();
+        Presence(self)
+    }
+
+    /// The calling thread stops answering rings: if one came meanwhile and nobody runs a
+    /// round, run it here (`can_run`) or, when the caller holds the stack's lock, signal the
+    /// protocol thread.
+    pub(super) fn leave(&self, can_run: bool) {
+        if self.bell.word.leave() {
+            if can_run {
+                self.run_rounds(true);
+            } else {
+                self.bell.eventfd.wake();
+            }
+        }
+    }
+
+    /// Whether application threads about to block poll first (see [`poll`](Self::poll)).
+    pub(super) fn polls(&self) -> bool {
+        self.direct
+    }
+
+    /// Busy-poll for up to [`POLL`](super::POLL) before an application thread blocks, as
+    /// Linux's `busy_poll` does: run a round whenever one is wanted (a frame arrived), and
+    /// return as soon as any round ran (the caller retries its call), or when the time is
+    /// up. Bounded: the caller polls once per call, then waits on its condition variable.
+    /// Between looks at the clock it yields the core, so that a thread it waits for on the
+    /// same core can run.
+    pub(super) fn poll(&self) {
+        let word = &self.bell.word;
+        let rounds = self.rounds.load(Ordering::Acquire);
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        word.arrive();
+        let until = std::time::Instant::now() + super::POLL;
+        let answered = 'spin: loop {
+            // The clock is read once per 64 looks: it costs more than a look in a VM.
+            for _ in 0..64 {
+                if word.wanted() {
+                    self.run_rounds(true);
+                }
+                if self.rounds.load(Ordering::Acquire) != rounds {
+                    break 'spin true;
+                }
+                std::hint::spin_loop();
+            }
+            if std::time::Instant::now() >= until {
+                break false;
+            }
+            std::thread::yield_now();
+        };
+        if !answered {
+            self.poll_timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        // A ring while this thread polled did not signal the protocol thread: if it is still
+        // unanswered, answer it here.
+        if word.leave() {
+            self.run_rounds(true);
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod model {
+    //! The word, model-checked: a frame arrives (a ring) while an application thread is
+    //! present and another runs rounds now and then; the protocol thread runs rounds only
+    //! when signalled. Whatever the interleaving, the frame must be processed by someone.
+    //! With the present thread ignoring what `leave` reports, loom finds the interleaving
+    //! where the frame waits forever (the ring saw a present thread, so it signalled
+    //! nobody, and the thread left without looking).
+    use super::Word;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+
+    /// Run rounds as `Shared::run_rounds` does; a round processes the frame, if any.
+    fn run(word: &Word, frame: &AtomicBool) {
+        if !word.begin() {
+            return;
+        }
+        loop {
+            word.round_starts();
+            frame.store(false, Ordering::SeqCst);
+            if !word.end() {
+                return;
+            }
+        }
+    }
+
+    fn check(answer_on_leave: bool) {
+        loom::model(move || {
+            let word = Arc::new(Word::new());
+            let frame = Arc::new(AtomicBool::new(false));
+            let signalled = Arc::new(AtomicBool::new(false));
+            let (w, f, s) = (word.clone(), frame.clone(), signalled.clone());
+            // The other runtime's transmit: a frame reaches the empty queue, and rings.
+            let ringer = loom::thread::spawn(move || {
+                f.store(true, Ordering::SeqCst);
+                if w.ring() {
+                    s.store(true, Ordering::SeqCst);
+                }
+            });
+            let (w, f) = (word.clone(), frame.clone());
+            // An application thread inside a blocking call: present, then it queues data
+            // and runs a round itself, then it leaves.
+            let app = loom::thread::spawn(move || {
+                w.arrive();
+                w.want();
+                run(&w, &f);
+                if w.leave() && answer_on_leave {
+                    run(&w, &f);
+                }
+            });
+            ringer.join().unwrap();
+            app.join().unwrap();
+            // The protocol thread, after everyone: it runs rounds if it was signalled.
+            if signalled.load(Ordering::SeqCst) {
+                run(&word, &frame);
+            }
+            assert!(!frame.load(Ordering::SeqCst), "a frame was left with nobody to process it");
+        });
+    }
+
+    #[test]
+    fn no_ring_is_lost() {
+        check(true);
+    }
+
+    #[test]
+    fn leaving_without_looking_loses_a_ring() {
+        let found = std::panic::catch_unwind(|| check(false));
+        let payload = found.expect_err("loom must find the interleaving that loses the frame");
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        assert!(message.contains("nobody to process it"), "failed for another reason: {message}");
+    }
+}
