@@ -193,9 +193,15 @@ impl Pool {
     #[inline]
     pub fn alloc_small(&self) -> Result<PBuf, PoolExhausted> {
         match &self.inner.small {
-            Some(small) => small.alloc().or_else(|_| self.alloc()),
+            // Without a class this is `alloc`, inline, as before there were classes.
             None => self.alloc(),
+            Some(small) => self.alloc_in_class(small),
         }
+    }
+
+    #[inline(never)]
+    fn alloc_in_class(&self, small: &Pool) -> Result<PBuf, PoolExhausted> {
+        small.alloc().or_else(|_| self.alloc())
     }
 
     /// Take a free buffer: empty, with the pool's headroom in front of its data.
