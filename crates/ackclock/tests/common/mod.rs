@@ -107,9 +107,11 @@ impl<D: Link> Pair<D> {
     /// Run until `done` or `limit` of virtual time passes. Returns whether `done` held.
     /// `done` runs between receive and transmit, where an application reads and writes in
     /// the canonical sans-IO loop (so the ACKs that follow see the space it freed).
+    /// Time never passes `limit`: a jump to the next event stops at the end, where `done` is
+    /// asked once more.
     pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Self) -> bool) -> bool {
         let end = self.now + limit;
-        while self.now < end {
+        loop {
             self.a.receive(self.now, &mut self.da);
             self.b.receive(self.now, &mut self.db);
             let finished = done(self);
@@ -118,9 +120,12 @@ impl<D: Link> Pair<D> {
             if finished {
                 return true;
             }
+            if self.now >= end {
+                return false;
+            }
             self.advance();
+            self.now = self.now.min(end);
         }
-        false
     }
 
     /// A connection from `a` to `b`'s `port` (a listener is opened there): the client's and
