@@ -176,9 +176,9 @@ fn main() {
             p.advance(Duration::from_millis(1));
         }
     }
-    // The delayed ACKs and last window updates go out, and after an idle second the drained
-    // queues give their storage back (`tcp::reclaim`); then nothing is left to do.
-    let end = p.now + Duration::from_secs(3);
+    // The delayed ACKs and last window updates go out, and after ten to twenty idle seconds
+    // the drained queues give their storage back (`tcp::reclaim`); then nothing is left to do.
+    let end = p.now + Duration::from_secs(25);
     while p.now < end {
         p.settle(100);
         p.advance(Duration::from_millis(10));

@@ -9,17 +9,18 @@
 //! 256 KiB buffers, on a connection that may then sit idle for hours.
 //!
 //! So a connection that queues data, either way, is listed here, once. A sweep, at most once
-//! a second and only while the list is not empty, gives back the storage of every listed
+//! every [`RECLAIM_IDLE`] and only while the list is not empty, gives back the storage of every listed
 //! connection that has had all queues empty and sent and received nothing for
 //! [`RECLAIM_IDLE`]: the connection is then as small as one that never carried data. A
 //! connection that is still busy stays listed; one that is idle leaves the list, and the
 //! sweep stops with the last of them, so an idle stack arms no timer (the per-poll work
 //! follows the events, not the connection count). The hysteresis keeps reallocation out of
-//! transfers: a connection pays at most one reallocation per queue after each idle second.
+//! transfers: ten seconds is longer than the stalls of a transfer under loss (a backed-off
+//! retransmission timer), so a connection regrows its queues only after a real pause.
 //!
 //! Linux gives a socket's memory back as its queues drain (`sk_mem_reclaim`), and its queues
 //! are lists of buffers with no storage of their own; this is the same end state, reached
-//! one idle second later.
+//! after ten to twenty idle seconds.
 
 use super::rxq::RxQueue;
 use super::tcb::{LazyOoo, Tcb};
@@ -27,8 +28,9 @@ use super::Tcp;
 use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 
-/// How long a connection stays quiet, queues empty, before its queue storage is given back.
-pub(crate) const RECLAIM_IDLE: Duration = Duration::from_secs(1);
+/// How long a connection stays quiet, queues empty, before its queue storage is given back;
+/// also the sweep's period.
+pub(crate) const RECLAIM_IDLE: Duration = Duration::from_secs(10);
 
 impl Tcb {
     /// Queue storage this connection holds beyond its fixed size.

@@ -150,7 +150,7 @@ pub(crate) struct RxSeg {
 /// order. Most connections never reorder, and an idle one should not carry the queue's
 /// 144 bytes. Once allocated it stays while the connection is busy: freeing it at each drain
 /// would cost an allocation per loss episode, and the data path allocates nothing in steady
-/// state, loss included. It is given back after an idle second (`reclaim`), or at close.
+/// state, loss included. It is given back after ten idle seconds (`reclaim`), or at close.
 #[derive(Debug, Default)]
 pub(crate) struct LazyOoo(Option<Box<OutOfOrderQueue>>);
 
