@@ -20,7 +20,7 @@ use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
 use crate::iface::{Ingress, Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET, COMMON_TCP_OFFSET_IP};
 use crate::phy::{Batch, Capabilities, Device};
 use crate::tcp::input::Fast;
-use crate::tcp::lro::{Flush, Lro, Step, MAX_SEGS};
+use crate::tcp::lro::{Flush, Lro};
 use crate::tcp::{Aggregation, Counters, Io, Tcp, TcpConfig};
 use crate::time::Instant;
 use crate::udp::{Udp, UdpConfig};
@@ -82,10 +82,8 @@ pub struct Stack {
     pub(crate) pool: Pool,
     pub(crate) tx: Batch,
     rx: Batch,
-    /// Receive aggregation over each batch, and the spare vector a flushed flow's frames
-    /// are swapped into.
+    /// Receive aggregation over each batch.
     lro: Lro,
-    lro_frames: Vec<PBuf>,
     /// The latest `now` a caller passed in (for socket calls, which take no time).
     pub(crate) now: Instant,
     announced: bool,
@@ -121,7 +119,6 @@ impl Stack {
             tx: Batch::with_capacity(config.batch.max(1)),
             rx: Batch::with_capacity(config.batch.max(1)),
             lro: Lro::new(Aggregation::default()),
-            lro_frames: Vec::with_capacity(MAX_SEGS),
             now,
             announced: false,
         })
@@ -296,28 +293,37 @@ impl Stack {
             }
             return;
         }
+        let ethernet = self.iface.capabilities().ethernet;
         while let Some(frame) = batch.pop() {
             self.tcp.counters.frames_in += 1;
-            self.offer(frame);
+            match ethernet {
+                true => self.offer::<COMMON_TCP_OFFSET>(frame),
+                false => self.offer::<COMMON_TCP_OFFSET_IP>(frame),
+            }
         }
         self.flush_all(Flush::Batch);
     }
 
-    /// One frame of a batch, to the aggregation table or the ordinary path.
-    fn offer(&mut self, mut frame: PBuf) {
-        loop {
-            let Some(ing) = self.iface.common_tcp(&frame) else {
-                // Not a common frame: whatever it is, it goes after everything held.
-                self.flush_all(Flush::Other);
-                return self.process_frame(frame);
-            };
-            match self.lro.offer(&mut self.tcp, ing, COMMON_TCP_OFFSET, frame) {
-                Step::Held => return,
-                Step::HeldFlush(s, why) => return self.flush(s, why),
-                Step::Pass(f) => return self.process_frame(f),
-                Step::Flush(s, why, f) => {
-                    self.flush(s, why);
-                    frame = f;
+    /// One frame of a batch with aggregation on: header prediction and aggregation
+    /// (`Tcp::fast_batch`) for a common frame, the ordinary path for anything else, after
+    /// every aggregate in progress.
+    #[inline]
+    fn offer<const OFFSET: usize>(&mut self, frame: PBuf) {
+        let ing = match OFFSET {
+            COMMON_TCP_OFFSET => self.iface.common_tcp(&frame),
+            _ => self.iface.common_tcp_ip(&frame),
+        };
+        let Some(ing) = ing else {
+            self.flush_all(Flush::Other);
+            return self.process_frame(frame);
+        };
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        match self.tcp.fast_batch(&mut self.lro, self.now, ing, OFFSET, &frame, io) {
+            Fast::Slow => self.tcp_slow::<OFFSET>(ing, frame),
+            Fast::Done => {}
+            Fast::Queue(q) => {
+                if let Some(rq) = self.tcp.rcvq(q.idx) {
+                    rq.push_frame(q.seq, frame, q.off, q.len, q.unverified);
                 }
             }
         }
@@ -325,23 +331,10 @@ impl Stack {
 
     fn flush_all(&mut self, why: Flush) {
         while self.lro.held() != 0 {
-            self.flush(self.lro.held().trailing_zeros() as usize, why);
-        }
-    }
-
-    /// Flow `s` to TCP: as one aggregate when header prediction takes it, else frame by frame.
-    fn flush(&mut self, s: usize, why: Flush) {
-        why.count(&mut self.tcp.counters);
-        let mut frames = core::mem::take(&mut self.lro_frames);
-        let taken = self.lro.take(s, &mut frames);
-        if taken.n() > 1 {
+            let s = self.lro.held().trailing_zeros() as usize;
             let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
-            self.tcp.aggregate(self.now, &taken, &mut frames, io);
+            self.tcp.lro_flush(&mut self.lro, s, why, self.now, io);
         }
-        for f in frames.drain(..) {
-            self.process_frame(f);
-        }
-        self.lro_frames = frames;
     }
 
     /// Run due timers and let connections send, into the transmit ring (no device).

@@ -1,45 +1,60 @@
 //! Receive aggregation (LRO), after the Myri10GE `inet_lro` patch (Gallatin 2008): over each
-//! received batch, in-order data segments of one connection are gathered into one aggregate
-//! that TCP processes once, and consecutive pure ACKs of one connection are merged into the
-//! newest, each older ACK's buffer going back to the pool at once.
+//! received batch, in-order data segments of one connection are processed as one aggregate,
+//! and consecutive pure ACKs of one connection are merged into the newest, each merged ACK's
+//! buffer going back to the pool as it arrives.
 //!
-//! # The table
+//! # Aggregation is header prediction
 //!
-//! [`Lro`] holds at most [`FLOWS`] flows, each at most [`MAX_SEGS`] segments (Linux GRO and
-//! gVisor hold about as many), allocated when the stack is made. `Stack::receive` offers it
-//! every frame of a batch that passed `Interface::common_tcp` (untagged Ethernet, a
-//! 20-byte IPv4 header, no fragment, TCP, ours; an 802.1Q-tagged frame takes the ordinary
-//! path and is not aggregated) and flushes every flow at the
-//! end of the batch, so aggregation never holds a segment past the batch it came in.
+//! Linux GRO and FreeBSD's `tcp_lro.c` sit below TCP: they parse each frame's headers, find
+//! its flow in a table of their own, compare the headers with the flow's last frame, and
+//! hold the frames until a flush hands TCP one large segment. Here that would be a second
+//! parse and a second demultiplex in front of a header prediction that costs about as much
+//! as they do; built that way first, the stage cost 31% more per data segment than no
+//! aggregation (BENCHMARKS.md). So the stage is *inside* the fast path: in a batch,
+//! [`Tcp::fast_batch`] finds the connection through the connection cache, runs header
+//! prediction against the connection's state, and that one masked compare is also the merge
+//! test. What prediction takes is accounted for at once where it must be (a data frame moves
+//! into the receive queue and advances `rcv_nxt`, so that the next segment predicts), and
+//! the per-segment work that can wait runs once per aggregate at the flush: TS.Recent, the
+//! ACK rule and the delayed-ACK timer, the output and event lists, and for pure ACKs all of
+//! it (release, RTT sample, window growth, retransmission timer). No frame is held: a merged
+//! ACK's buffer is freed as it arrives, and only its numbers are kept.
+//!
+//! [`Lro`] is the table of aggregates in progress: at most [`FLOWS`] connections, each at
+//! most [`MAX_SEGS`] segments (Linux GRO and gVisor hold about as many). Every aggregate is
+//! flushed at the end of its batch, so aggregation never delays anything past the batch.
 //!
 //! # What merges
 //!
-//! *Data*: a segment merges into its flow's aggregate when it is the next in sequence, has
-//! the same ACK number and window, no flags but ACK and PSH, no options but timestamps (TSval
-//! not decreasing, the same TSecr), the same TOS/ECN byte, the same checksum state, and the
-//! aggregate's segment size. Anything else flushes the flow first. A segment carrying PSH
-//! merges and ends the aggregate. The frames stay whole: TCP predicts the first, runs the
-//! receive state and the delayed-ACK rule once for all (counting every segment), and moves
-//! each frame into the receive queue.
+//! *Data*: a segment merges into its connection's aggregate when header prediction takes it
+//! (the next sequence number, the same ACK number and window, no flags but ACK and PSH, no
+//! options but timestamps, PAWS) and it has the aggregate's segment size, a TSval not
+//! older, the same TSecr, the same TOS/ECN byte and the same checksum state. A segment
+//! carrying PSH merges and ends the aggregate. An aggregate's first segment carries at least
+//! 256 bytes and no PSH. The delayed-ACK rule counts every segment (RFC 5681 §4.2), so two
+//! or more owe an ACK at once, as Linux ACKs a GRO segment.
 //!
-//! *Pure ACKs*: an ACK whose number advances past the held one, with the same window and
-//! sequence number and a TSval not older, replaces it; the count and the ACK numbers of the
-//! ACKs it replaces travel with it, so congestion control hears every one (RFC 3465 byte
-//! counting with L = 2 SMSS per original ACK), and the RTT is sampled once, from the newest
-//! timestamp. A duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor
-//! does an ACK with SACK blocks (an option) or a window change. ACKs merge only while the
-//! connection is in the state header prediction takes (no recovery, no duplicate ACKs
-//! counting), which holds until the flush: nothing else touches the connection in between.
+//! *Pure ACKs*: an ACK that header prediction takes and whose number advances past the
+//! aggregate's newest, with a TSval not older, replaces it; the ACK numbers of the ACKs it
+//! replaces are kept, so congestion control hears every one (RFC 3465 byte counting with
+//! L = 2 SMSS per original ACK), and the RTT is sampled once, from the newest timestamp. A
+//! duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor does an
+//! ACK with SACK blocks or a window change, which prediction does not take. Prediction is
+//! off while a recovery or duplicate ACKs are under way, so a merged ACK never meets either.
 //!
-//! A frame that cannot merge goes through the ordinary path after its flow is flushed, so
-//! one connection's segments reach TCP in the order they arrived. Frames that are not common
-//! (ARP, IP options, fragments, ICMP) flush every flow first.
+//! A segment of a connection with an aggregate that does not merge flushes the aggregate
+//! first (counted by reason), then runs as any segment would, so one connection's segments
+//! reach TCP in the order they arrived. A frame that is not a common one (ARP, IP options,
+//! fragments, ICMP, an 802.1Q tag) flushes every aggregate first. An aggregate of one
+//! segment is processed exactly as the fast path processes it.
 
-use super::input::{ack_grow, ack_release, ack_timer, header_sum, in_order_received, predict, ts_older};
-use super::input::{Arrival, Checksum, Predicted, SMALL_SEGMENT};
+use super::env::Env;
+use super::input::{ack_grow, ack_release, ack_timer, fast_ack, in_order_ack_rule, in_order_queued, predict};
+use super::input::{quick_ack_on_data, ts_older};
+use super::input::{Fast, Predicted, Queue, SMALL_SEGMENT};
 use super::seq::SeqNumber;
-use super::tcb::{Tcb, Unverified};
-use super::{Io, Tcp};
+use super::tcb::Tcb;
+use super::{DropReason, Io, Tcp};
 use crate::buf::PBuf;
 use crate::iface::TcpIngress;
 use crate::stats::Counters;
@@ -51,10 +66,7 @@ pub const FLOWS: usize = 8;
 /// Segments (data) or ACKs one aggregate stands for at most.
 pub const MAX_SEGS: usize = 16;
 
-/// Which kinds of segment a stack aggregates. Both off by default: measured with
-/// `scripts/callgrind-rxpath`, the aggregation stage costs more per frame than the
-/// prediction and receive state it saves (about 585 instructions per data segment at batch
-/// 64 against 446 without it), so it stays a switch until it is cheaper (BENCHMARKS.md).
+/// Which kinds of segment a stack aggregates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Aggregation {
     /// Merge in-order data segments of a connection.
@@ -65,7 +77,7 @@ pub struct Aggregation {
 
 impl Default for Aggregation {
     fn default() -> Aggregation {
-        Aggregation::OFF
+        Aggregation::ON
     }
 }
 
@@ -130,162 +142,72 @@ enum Kind {
     Ack,
 }
 
-/// What the TCP header of a common frame says, read once (wire order converted).
-#[derive(Debug, Clone, Copy)]
-struct Head {
-    ports: u32,
-    seq: u32,
-    ack: u32,
-    /// Data offset, flags and window: bytes 12..16 as loaded (wire order).
-    word: u32,
-    flags: u8,
-    wnd: u16,
-    hl: usize,
-    ts: Option<(u32, u32)>,
-    /// Payload bytes.
-    len: u32,
-    tos: u8,
-}
-
 const PSH: u8 = 0x08;
 const ACK: u8 = 0x10;
 
-/// The TCP header of a frame behind `off` bytes of Ethernet and IPv4 header, if it is at
-/// least a plain header; `None` for anything shorter.
-fn head(frame: &[u8], off: usize, ing: &TcpIngress) -> Option<Head> {
-    let seg = frame.get(off..off + ing.len as usize)?;
-    let h = seg.first_chunk::<20>()?;
-    let be = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    let hl = ((h[12] >> 4) as usize) * 4;
-    if hl < 20 || hl > seg.len() {
-        return None;
-    }
-    let ts = match seg.first_chunk::<32>() {
-        Some(t) if hl == 32 && u32::from_be_bytes([t[20], t[21], t[22], t[23]]) == TS_ONLY_PREFIX => {
-            let w = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
-            Some((w(24), w(28)))
-        }
-        _ => None,
-    };
-    Some(Head {
-        ports: u32::from_ne_bytes([h[0], h[1], h[2], h[3]]),
-        seq: be(4),
-        ack: be(8),
-        word: u32::from_ne_bytes([h[12], h[13], h[14], h[15]]),
-        flags: h[13],
-        wnd: u16::from_be_bytes([h[14], h[15]]),
-        hl,
-        ts,
-        len: (seg.len() - hl) as u32,
-        // The IPv4 header's TOS byte, 19 bytes before the TCP header.
-        tos: *frame.get(off.checked_sub(19)?)?,
-    })
-}
-
-impl Head {
-    /// No options, or exactly NOP NOP TS.
-    fn plain(&self) -> bool {
-        self.hl == 20 || (self.hl == 32 && self.ts.is_some())
-    }
-    /// Any flag but ACK and PSH, or no ACK.
-    fn odd_flags(&self) -> bool {
-        self.flags & !PSH != ACK
-    }
-}
-
-/// One flow's aggregate in progress.
-#[derive(Debug)]
+/// One connection's aggregate in progress: numbers only, never a frame.
+#[derive(Debug, Clone, Copy)]
 struct Flow {
-    used: bool,
+    /// The connection's slot.
+    idx: u32,
     kind: Kind,
-    addrs: u64,
-    ports: u32,
-    /// Where the TCP header starts in the frames.
-    off: usize,
+    /// Segments or ACKs the aggregate stands for.
+    n: u32,
+    /// Data: the first segment's sequence number. ACKs: their (unchanging) sequence number.
+    seq: SeqNumber,
+    /// ACKs: the newest ACK number.
+    ack: SeqNumber,
+    /// Data: the first segment's timestamps. ACKs: the newest's.
+    ts: Option<(u32, u32)>,
+    /// The newest TSval, which the next segment's may not be older than.
+    tsval: u32,
+    /// Data: each segment's payload length.
+    len: u32,
+    /// Data: its checksums are deferred to the copy.
+    unverified: bool,
     checksum_ok: bool,
-    /// The first segment's header (data), or the newest ACK's (ACKs).
-    first: Head,
-    /// The newest segment's header.
-    last: Head,
-    /// Data: every frame, in order. ACKs: the newest one only.
-    frames: Vec<PBuf>,
+    tos: u8,
+    /// Data: the delayed-ACK timer was set when the aggregate began.
+    had_delack: bool,
+    /// The window field as received (for the flush reason only).
+    wnd: u16,
     /// ACKs: the ACK numbers of the merged ACKs before the newest, oldest first.
     acks: [u32; MAX_SEGS],
-    /// Segments or ACKs the aggregate stands for.
-    n: usize,
-    ing: TcpIngress,
-    /// ACKs: the connection's SND.MAX, once the first merge found the connection in the
-    /// state header prediction takes (which holds until the flush).
-    snd_max: u32,
-    /// ACKs: the connection's pseudo-header sum (Jacobson 1993's `ph_sum`), for checking a
-    /// merged ACK's checksum in a few words.
-    ph_sum: u16,
-}
-
-/// What the stack does with a frame it offered.
-pub(crate) enum Step {
-    /// The table holds it (merged or the start of a flow).
-    Held,
-    /// Held, and its flow must be flushed now.
-    HeldFlush(usize, Flush),
-    /// Flush flow `.0` first, then offer the frame again.
-    Flush(usize, Flush, PBuf),
-    /// Not for aggregation: the ordinary path.
-    Pass(PBuf),
-}
-
-/// A flushed flow, for [`Tcp::aggregate`].
-pub(crate) struct Taken {
-    kind: Kind,
-    ing: TcpIngress,
-    off: usize,
-    n: usize,
-    acks: [u32; MAX_SEGS],
-}
-
-impl Taken {
-    /// Segments or ACKs the flow stands for.
-    pub(crate) fn n(&self) -> usize {
-        self.n
-    }
 }
 
 /// The aggregation table of a stack.
 #[derive(Debug)]
 pub struct Lro {
     pub(crate) on: Aggregation,
-    flows: Vec<Flow>,
+    flows: [Flow; FLOWS],
     /// Slots in use, as a bit set.
     used: u32,
     /// The slot the next new flow takes when the table is full (round robin).
     victim: usize,
-    /// The slot last offered a frame.
+    /// The slot last found.
     last: usize,
 }
 
 impl Lro {
-    /// A table of [`FLOWS`] flows of [`MAX_SEGS`] segments, allocated now.
+    /// An empty table.
     pub(crate) fn new(on: Aggregation) -> Lro {
-        let none = Head { ports: 0, seq: 0, ack: 0, word: 0, flags: 0, wnd: 0, hl: 0, ts: None, len: 0, tos: 0 };
-        let flows = (0..FLOWS)
-            .map(|_| Flow {
-                used: false,
-                kind: Kind::Data,
-                addrs: 0,
-                ports: 0,
-                off: 0,
-                checksum_ok: false,
-                first: none,
-                last: none,
-                frames: Vec::with_capacity(MAX_SEGS),
-                acks: [0; MAX_SEGS],
-                n: 0,
-                ing: TcpIngress::new([0; 4].into(), [0; 4].into(), 0, false),
-                snd_max: 0,
-                ph_sum: 0,
-            })
-            .collect();
-        Lro { on, flows, used: 0, victim: 0, last: 0 }
+        let none = Flow {
+            idx: u32::MAX,
+            kind: Kind::Data,
+            n: 0,
+            seq: SeqNumber(0),
+            ack: SeqNumber(0),
+            ts: None,
+            tsval: 0,
+            len: 0,
+            unverified: false,
+            checksum_ok: false,
+            tos: 0,
+            had_delack: false,
+            wnd: 0,
+            acks: [0; MAX_SEGS],
+        };
+        Lro { on, flows: [none; FLOWS], used: 0, victim: 0, last: 0 }
     }
 
     /// Whether any kind of aggregation is on.
@@ -300,274 +222,279 @@ impl Lro {
         self.used
     }
 
-    /// Offer a common frame whose TCP header starts at `off`.
-    pub(crate) fn offer(&mut self, tcp: &mut Tcp, ing: TcpIngress, off: usize, frame: PBuf) -> Step {
-        let Some(h) = head(frame.data(), off, &ing) else { return self.pass_flushing(ing.addr_key(), 0, frame) };
-        let addrs = ing.addr_key();
-        let hit = |f: &Flow| f.used && f.addrs == addrs && f.ports == h.ports;
-        let slot = match self.used {
-            0 => None,
-            // Most batches hold one flow: the last one offered to, first.
-            _ if hit(&self.flows[self.last]) => Some(self.last),
-            _ => self.flows.iter().position(hit),
-        };
-        if let Some(s) = slot {
-            self.last = s;
-            return self.offer_to(tcp, s, ing, h, frame);
+    /// The slot of connection `idx`'s aggregate, if it has one.
+    #[inline(always)]
+    fn find(&mut self, idx: u32) -> Option<usize> {
+        if self.used == 0 {
+            return None;
         }
-        self.start(tcp, ing, off, h, frame)
-    }
-
-    /// A frame that cannot be read as TCP: flush its flow if one is held, else pass it.
-    fn pass_flushing(&mut self, addrs: u64, ports: u32, frame: PBuf) -> Step {
-        let slot = self.flows.iter().position(|f| f.used && f.addrs == addrs && (ports == 0 || f.ports == ports));
-        match slot {
-            Some(s) => Step::Flush(s, Flush::Other, frame),
-            None => Step::Pass(frame),
+        if self.used & (1 << self.last) != 0 && self.flows[self.last].idx == idx {
+            return Some(self.last);
         }
-    }
-
-    /// A frame of a flow the table holds.
-    fn offer_to(&mut self, tcp: &mut Tcp, s: usize, ing: TcpIngress, h: Head, frame: PBuf) -> Step {
-        let f = &mut self.flows[s];
-        let why = if h.odd_flags() {
-            Some(Flush::Flags)
-        } else if !h.plain() {
-            Some(Flush::Options)
-        } else if h.tos != f.last.tos || ing.checksum_ok != f.checksum_ok {
-            Some(Flush::Other)
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Step::Flush(s, why, frame);
-        }
-        match f.kind {
-            Kind::Data => {
-                if h.len == 0 {
-                    return Step::Flush(s, Flush::Other, frame);
-                }
-                let next = f.last.seq.wrapping_add(f.last.len);
-                let why = if h.seq != next {
-                    Flush::Order
-                } else if h.wnd != f.last.wnd {
-                    Flush::Window
-                } else if h.ack != f.last.ack {
-                    Flush::Other
-                } else if h.len != f.first.len {
-                    Flush::Size
-                } else if !ts_follows(f.last.ts, h.ts, true) {
-                    Flush::Other
-                } else {
-                    f.frames.push(frame);
-                    f.last = h;
-                    f.n += 1;
-                    return match (h.flags & PSH != 0, f.n >= MAX_SEGS) {
-                        (true, _) => Step::HeldFlush(s, Flush::Push),
-                        (false, true) => Step::HeldFlush(s, Flush::Full),
-                        _ => Step::Held,
-                    };
-                };
-                Step::Flush(s, why, frame)
-            }
-            Kind::Ack => {
-                if h.len != 0 {
-                    return Step::Flush(s, Flush::Other, frame);
-                }
-                let why = if h.wnd != f.last.wnd {
-                    Flush::Window
-                } else if h.ack == f.last.ack {
-                    Flush::DupAck
-                } else if h.seq != f.last.seq
-                    || SeqNumber(h.ack) <= SeqNumber(f.last.ack)
-                    || !ts_follows(f.last.ts, h.ts, false)
-                    || !predicted_ack(tcp, f, &h, &frame, &ing)
-                {
-                    Flush::Other
-                } else {
-                    f.acks[f.n - 1] = f.last.ack;
-                    // The older ACK's buffer goes back to the pool here.
-                    f.frames.clear();
-                    f.frames.push(frame);
-                    f.last = h;
-                    f.first = h;
-                    f.ing = ing;
-                    f.n += 1;
-                    tcp.counters.lro_acks += 1;
-                    return match f.n >= MAX_SEGS {
-                        true => Step::HeldFlush(s, Flush::Full),
-                        false => Step::Held,
-                    };
-                };
-                Step::Flush(s, why, frame)
-            }
-        }
-    }
-
-    /// A frame of a flow the table does not hold: start one if it may merge with what follows.
-    fn start(&mut self, tcp: &mut Tcp, ing: TcpIngress, off: usize, h: Head, frame: PBuf) -> Step {
-        if h.odd_flags() || !h.plain() {
-            return Step::Pass(frame);
-        }
-        let kind = if h.len == 0 {
-            // Its checksum is checked when something merges into it (a merged ACK's is never
-            // looked at again); alone, it takes the ordinary path, which checks it.
-            if !self.on.acks {
-                return Step::Pass(frame);
-            }
-            Kind::Ack
-        } else {
-            if !self.on.data || h.flags & PSH != 0 || (h.len as usize) < SMALL_SEGMENT {
-                return Step::Pass(frame);
-            }
-            Kind::Data
-        };
-        let Some(s) = (0..FLOWS).find(|&i| self.used & (1 << i) == 0) else {
-            let v = self.victim;
-            self.victim = (v + 1) % FLOWS;
-            return Step::Flush(v, Flush::Table, frame);
-        };
-        let _ = tcp;
-        let f = &mut self.flows[s];
-        f.used = true;
-        f.kind = kind;
-        f.addrs = ing.addr_key();
-        f.ports = h.ports;
-        f.off = off;
-        f.checksum_ok = ing.checksum_ok;
-        f.first = h;
-        f.last = h;
-        f.n = 1;
-        f.ing = ing;
-        f.frames.push(frame);
-        self.used |= 1 << s;
+        let s = (0..FLOWS).find(|&s| self.used & (1 << s) != 0 && self.flows[s].idx == idx)?;
         self.last = s;
-        Step::Held
-    }
-
-    /// Take flow `s` out of the table: its frames move into `frames` (empty, with room).
-    pub(crate) fn take(&mut self, s: usize, frames: &mut Vec<PBuf>) -> Taken {
-        let f = &mut self.flows[s];
-        std::mem::swap(&mut f.frames, frames);
-        f.used = false;
-        self.used &= !(1 << s);
-        Taken { kind: f.kind, ing: f.ing, off: f.off, n: f.n, acks: f.acks }
+        Some(s)
     }
 }
 
-/// Whether the connection takes both the held ACK and `new` by header prediction: asked of
-/// the connection at the first merge; later merges of the flow need only check SND.MAX, as
-/// nothing else touches the connection before the flush.
-/// Without the device's word for it, both ACKs' checksums are checked here, in software.
-#[inline]
-fn predicted_ack(tcp: &mut Tcp, f: &mut Flow, new: &Head, frame: &PBuf, ing: &TcpIngress) -> bool {
-    if f.n == 1 {
-        match tcp.ack_mergeable(f.addrs, f.ports, &f.last, new) {
-            Some((snd_max, ph_sum)) => (f.snd_max, f.ph_sum) = (snd_max.0, ph_sum),
-            None => return false,
-        }
-        if !f.checksum_ok && !f.frames.first().is_some_and(|h| ack_checks(f.ph_sum, h, f.off, &f.ing)) {
-            return false;
-        }
-    }
-    (f.checksum_ok || ack_checks(f.ph_sum, frame, f.off, ing)) && SeqNumber(new.ack) <= SeqNumber(f.snd_max)
+/// What a frame's TCP header says, read out of line to name why a segment did not merge.
+struct Head {
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    wnd: u16,
+    plain: bool,
+    len: u32,
 }
 
-/// Whether a segment's timestamps may follow the previous one's in an aggregate: both or
-/// neither; TSval not decreasing; for data also the same TSecr (an ACK's TSecr moves on).
-fn ts_follows(prev: Option<(u32, u32)>, next: Option<(u32, u32)>, same_ecr: bool) -> bool {
-    match (prev, next) {
-        (None, None) => true,
-        (Some((v0, e0)), Some((v1, e1))) => !ts_older(v1, v0) && (!same_ecr || e0 == e1),
-        _ => false,
+fn head(seg: &[u8]) -> Option<Head> {
+    let h = seg.first_chunk::<20>()?;
+    let be = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    let hl = ((h[12] >> 4) as usize) * 4;
+    if hl < 20 || hl > seg.len() {
+        return None;
+    }
+    let ts =
+        seg.first_chunk::<32>().is_some_and(|t| u32::from_be_bytes([t[20], t[21], t[22], t[23]]) == TS_ONLY_PREFIX);
+    Some(Head {
+        seq: be(4),
+        ack: be(8),
+        flags: h[13],
+        wnd: u16::from_be_bytes([h[14], h[15]]),
+        plain: hl == 20 || (hl == 32 && ts),
+        len: (seg.len() - hl) as u32,
+    })
+}
+
+/// Why a segment of connection `tcb` did not merge into its aggregate `f` (for the
+/// counters; the segment then runs on its own after the flush).
+#[inline(never)]
+fn why_not(f: &Flow, tcb: &Tcb, seg: &[u8], tos: u8, checksum_ok: bool) -> Flush {
+    let Some(h) = head(seg) else { return Flush::Other };
+    if h.flags & !PSH != ACK {
+        return Flush::Flags;
+    }
+    if !h.plain {
+        return Flush::Options;
+    }
+    if tos != f.tos || checksum_ok != f.checksum_ok {
+        return Flush::Other;
+    }
+    match f.kind {
+        Kind::Data if h.len == 0 => Flush::Other,
+        Kind::Data if h.seq != tcb.rcv_nxt.0 => Flush::Order,
+        Kind::Data if h.wnd != f.wnd => Flush::Window,
+        Kind::Data if h.ack != tcb.snd_una.0 => Flush::Other,
+        Kind::Data if h.len != f.len => Flush::Size,
+        Kind::Data => Flush::Other,
+        Kind::Ack if h.len != 0 => Flush::Other,
+        Kind::Ack if h.wnd != f.wnd => Flush::Window,
+        Kind::Ack if h.ack == f.ack.0 => Flush::DupAck,
+        Kind::Ack => Flush::Other,
     }
 }
 
-/// A pure ACK's checksum, in software: the connection's pseudo-header sum and the header's
-/// words (a pure ACK is all header).
-#[inline]
-fn ack_checks(ph_sum: u16, frame: &PBuf, off: usize, ing: &TcpIngress) -> bool {
-    let Some(seg) = frame.data().get(off..off + ing.len as usize) else { return false };
-    (seg.len() == 20 || seg.len() == 32) && header_sum(ph_sum, seg, seg.len()) == 0xffff
+/// The window field of a segment (wire order, for the flush reason).
+fn wnd_field(seg: &[u8]) -> u16 {
+    seg.get(14..16).map_or(0, |w| u16::from_be_bytes([w[0], w[1]]))
 }
 
 impl Tcp {
-    /// Whether the connection of a held pure ACK `old` is in the state header prediction
-    /// takes for both `old` and `new`: established, not recovering or counting duplicate
-    /// ACKs, the same predicted flags word, and each ACK acknowledging new data.
-    /// Returns SND.MAX and the pseudo-header sum when it is.
-    fn ack_mergeable(&mut self, addrs: u64, ports: u32, old: &Head, new: &Head) -> Option<(SeqNumber, u16)> {
-        let idx = self.lookup_wire(addrs, ports)?;
-        let tcb = self.tcb(idx)?;
-        let word_ok = |h: &Head| h.word & fmask_wire() == tcb.pred_flags;
-        let ok = word_ok(old)
-            && word_ok(new)
-            && SeqNumber(old.seq) == tcb.rcv_nxt
-            && tcb.snd_una < SeqNumber(old.ack)
-            && old.ts.is_none_or(|(v, _)| !ts_older(v, tcb.ts_recent));
-        ok.then_some((tcb.snd_max, tcb.ph_sum))
+    /// [`Tcp::fast`] inside a batch with aggregation on (see the module documentation): the
+    /// segment merges into its connection's aggregate, starts one, or (after flushing its
+    /// connection's aggregate if it does not merge) takes the ordinary fast path.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fast_batch(
+        &mut self,
+        lro: &mut Lro,
+        now: Instant,
+        ing: TcpIngress,
+        off: usize,
+        frame: &PBuf,
+        mut io: Io<'_>,
+    ) -> Fast {
+        let data = frame.data();
+        let Some(seg) = data.get(off..off + ing.len as usize) else { return Fast::Slow };
+        let Some(p) = seg.first_chunk::<4>() else { return Fast::Slow };
+        let ports = u32::from_ne_bytes(*p);
+        let Some(idx) = self.lookup_wire(ing.addr_key(), ports) else { return Fast::Slow };
+        // The IPv4 header's TOS byte, 19 bytes before the TCP header.
+        let tos = off.checked_sub(19).and_then(|i| data.get(i)).copied().unwrap_or(0);
+        if let Some(s) = lro.find(idx) {
+            if let Some(out) = self.merge(lro, s, now, ing, off, seg, tos, io.re()) {
+                return out;
+            }
+        }
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return Fast::Slow;
+        };
+        let Some(p) = predict(tcb, seg, ing.checksum_ok) else { return Fast::Slow };
+        let kind = match p {
+            Predicted::Ack { .. } if lro.on.acks => Kind::Ack,
+            Predicted::Data { len, .. }
+                if lro.on.data && len as usize >= SMALL_SEGMENT && seg.get(13).is_some_and(|f| f & PSH == 0) =>
+            {
+                Kind::Data
+            }
+            _ => return self.fast(now, ing, off, frame, io),
+        };
+        // A slot for a new aggregate: a free one, or the next victim's, flushed.
+        let s = match (0..FLOWS).find(|&i| lro.used & (1 << i) == 0) {
+            Some(s) => s,
+            None => {
+                let v = lro.victim;
+                lro.victim = (v + 1) % FLOWS;
+                self.lro_flush(lro, v, Flush::Table, now, io.re());
+                v
+            }
+        };
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return Fast::Slow;
+        };
+        let f = &mut lro.flows[s];
+        f.idx = idx;
+        f.kind = kind;
+        f.n = 1;
+        f.checksum_ok = ing.checksum_ok;
+        f.tos = tos;
+        f.wnd = wnd_field(seg);
+        lro.used |= 1 << s;
+        lro.last = s;
+        self.counters.segs_in += 1;
+        tcb.stats.segs_in += 1;
+        match p {
+            Predicted::Data { seq, hl, len, unverified, tsval } => {
+                f.seq = seq;
+                f.len = len;
+                f.ts = tsval.map(|v| (v, ts_ecr(seg)));
+                f.tsval = tsval.unwrap_or(0);
+                f.unverified = unverified.is_some();
+                f.had_delack = tcb.timers.delack.is_some();
+                if tcb.quickack.enabled {
+                    quick_ack_on_data(now, tcb);
+                }
+                in_order_queued(tcb, len, unverified.is_some());
+                Fast::Queue(Queue { idx, seq, off: (off + hl) as u32, len, unverified })
+            }
+            Predicted::Ack { seq, ack, ts } => {
+                f.seq = seq;
+                f.ack = ack;
+                f.ts = ts;
+                f.tsval = ts.map_or(0, |t| t.0);
+                Fast::Done
+            }
+            Predicted::BadChecksum => Fast::Done,
+        }
     }
 
-    /// Process a flushed aggregate of two or more segments once. `false` (nothing changed)
-    /// when header prediction does not take it: the caller then runs each frame (data) or
-    /// the newest ACK through the ordinary path.
-    pub(crate) fn aggregate(&mut self, now: Instant, t: &Taken, frames: &mut Vec<PBuf>, io: Io<'_>) -> bool {
-        let Some(first) = frames.first() else { return true };
-        let Some(seg) = first.data().get(t.off..t.off + t.ing.len as usize) else { return false };
-        let Some(p) = seg.first_chunk::<4>() else { return false };
-        let ports = u32::from_ne_bytes(*p);
-        let Some(idx) = self.lookup_wire(t.ing.addr_key(), ports) else { return false };
-        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
-            return false;
-        };
-        let rearm = match (t.kind, predict(tcb, seg, t.ing.checksum_ok)) {
-            (Kind::Data, Some(Predicted::Data { seq, hl, len, unverified, tsval })) => {
-                let total = len * frames.len() as u32;
-                if !tcb.fits_window(seq, total) {
-                    return false;
-                }
-                let had_delack = tcb.timers.delack.is_some();
-                let checksum = if unverified.is_some() { Checksum::Deferred } else { Checksum::Verified };
-                let delayed_ack = self.config.delayed_ack;
-                in_order_received(now, delayed_ack, tcb, seq, total, checksum, tsval, Arrival::Next);
-                let more = frames.len() - 1;
-                if unverified.is_some() {
-                    tcb.rcv_unverified += more;
-                }
-                // The delayed-ACK rule counts segments (RFC 5681 §4.2): two or more
-                // full-sized ones owe an ACK now, as Linux ACKs a GRO segment at once.
-                tcb.unacked_segs += more as u32;
-                tcb.ack_now = true;
-                tcb.quickack.owed = false;
-                tcb.last_rcv = now;
-                let mut s = seq;
-                for f in frames.drain(..) {
-                    let unv = unverified.map(|_| {
-                        let seg = f.data().get(t.off..t.off + t.ing.len as usize).unwrap_or_default();
-                        let tsval = seg.get(24..28).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                        Unverified { header_sum: header_sum(tcb.ph_sum, seg, hl), tsval: tsval.filter(|_| hl == 32) }
-                    });
-                    tcb.rcvq.push_frame(s, f, (t.off + hl) as u32, len, unv);
-                    s += len;
-                }
-                self.counters.fast_path_data += t.n as u64;
-                self.counters.lro_segments += t.n as u64;
-                had_delack != tcb.timers.delack.is_some()
+    /// A segment of connection `f.idx`, which has aggregate `s`: merged (`Some`), or the
+    /// aggregate flushed (`None`: the caller runs the segment on its own).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn merge(
+        &mut self,
+        lro: &mut Lro,
+        s: usize,
+        now: Instant,
+        ing: TcpIngress,
+        off: usize,
+        seg: &[u8],
+        tos: u8,
+        io: Io<'_>,
+    ) -> Option<Fast> {
+        let f = &mut lro.flows[s];
+        let tcb = self.slots.get_mut(f.idx as usize).and_then(|s| s.tcb.as_deref_mut())?;
+        let same = tos == f.tos && ing.checksum_ok == f.checksum_ok;
+        let full = match (predict(tcb, seg, ing.checksum_ok), f.kind) {
+            (Some(Predicted::BadChecksum), _) => {
+                self.counters.drop(DropReason::BadChecksum);
+                return Some(Fast::Done);
             }
-            (Kind::Ack, Some(Predicted::Ack { seq, ack, ts })) => {
+            (Some(Predicted::Data { seq, hl, len, unverified, tsval }), Kind::Data)
+                if same
+                    && len == f.len
+                    && tsval.is_none_or(|v| !ts_older(v, f.tsval))
+                    && f.ts.is_none_or(|(_, ecr)| ecr == ts_ecr(seg)) =>
+            {
+                in_order_queued(tcb, len, unverified.is_some());
+                f.tsval = tsval.unwrap_or(0);
+                f.n += 1;
+                self.counters.segs_in += 1;
+                tcb.stats.segs_in += 1;
+                let why = match (seg.get(13).is_some_and(|b| b & PSH != 0), f.n as usize >= MAX_SEGS) {
+                    (true, _) => Some(Flush::Push),
+                    (false, true) => Some(Flush::Full),
+                    _ => None,
+                };
+                if let Some(why) = why {
+                    self.lro_flush(lro, s, why, now, io);
+                }
+                return Some(Fast::Queue(Queue { idx: tcb_idx(lro, s), seq, off: (off + hl) as u32, len, unverified }));
+            }
+            (Some(Predicted::Ack { ack, ts, .. }), Kind::Ack)
+                if same && f.ack < ack && ts.is_none_or(|(v, _)| !ts_older(v, f.tsval)) =>
+            {
+                f.acks[f.n as usize - 1] = f.ack.0;
+                f.ack = ack;
+                f.ts = ts;
+                f.tsval = ts.map_or(0, |t| t.0);
+                f.n += 1;
+                self.counters.segs_in += 1;
+                self.counters.lro_acks += 1;
+                tcb.stats.segs_in += 1;
+                f.n as usize >= MAX_SEGS
+            }
+            _ => {
+                let why = why_not(f, tcb, seg, tos, ing.checksum_ok);
+                self.lro_flush(lro, s, why, now, io);
+                return None;
+            }
+        };
+        if full {
+            self.lro_flush(lro, s, Flush::Full, now, io);
+        }
+        Some(Fast::Done)
+    }
+
+    /// Hand aggregate `s` to TCP: its per-aggregate work, once (see the module
+    /// documentation), then the connection on the output and event lists.
+    #[inline(never)]
+    pub(crate) fn lro_flush(&mut self, lro: &mut Lro, s: usize, why: Flush, now: Instant, io: Io<'_>) {
+        why.count(&mut self.counters);
+        lro.used &= !(1 << s);
+        let f = &lro.flows[s];
+        let idx = f.idx;
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        let n = f.n as u64;
+        let (dirty, rearm) = match f.kind {
+            Kind::Data => {
+                let tsval = f.ts.map(|t| t.0);
+                let delayed_ack = self.config.delayed_ack;
+                in_order_ack_rule(now, delayed_ack, tcb, f.seq, f.n, f.unverified, tsval, false);
+                tcb.last_rcv = now;
+                self.counters.fast_path_data += n;
+                if n > 1 {
+                    self.counters.lro_segments += n;
+                    self.counters.lro_aggregates += 1;
+                }
+                (tcb.ack_now, f.had_delack != tcb.timers.delack.is_some())
+            }
+            Kind::Ack => {
                 let Io { pool, iface, tx } = io;
                 let mut env = env!(self, now, pool, iface, tx);
-                let r = merged_ack(&mut env, tcb, seq, ack, ts, &t.acks[..t.n - 1]);
-                frames.clear();
-                self.counters.fast_path_acks += t.n as u64;
-                r
+                let rearm = match f.n {
+                    1 => fast_ack(&mut env, tcb, f.seq, f.ack, f.ts),
+                    _ => {
+                        env.counters.fast_path_acks += n;
+                        env.counters.lro_aggregates += 1;
+                        merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..f.n as usize - 1])
+                    }
+                };
+                (true, rearm)
             }
-            _ => return false,
         };
-        self.counters.segs_in += t.n as u64;
-        self.counters.lro_aggregates += 1;
-        tcb.stats.segs_in += t.n as u64;
-        if !tcb.dirty {
+        if dirty && !tcb.dirty {
             tcb.dirty = true;
             self.dirty.push(idx);
         }
@@ -575,14 +502,19 @@ impl Tcp {
         if rearm {
             self.rearm(idx);
         }
-        true
     }
 }
 
-/// Header prediction's mask in wire order (the fast path's `FMASK`).
-fn fmask_wire() -> u32 {
-    let m: u32 = 0xf000_0000 | ((0x01 | 0x02 | 0x04 | 0x20 | 0x10) << 16) | 0xffff;
-    u32::from_ne_bytes(m.to_be_bytes())
+/// The connection slot of aggregate `s` (read after a flush, which leaves the numbers).
+#[inline(always)]
+fn tcb_idx(lro: &Lro, s: usize) -> u32 {
+    lro.flows[s].idx
+}
+
+/// The TSecr of a segment with the NOP NOP TS layout (0 without it).
+#[inline(always)]
+fn ts_ecr(seg: &[u8]) -> u32 {
+    seg.get(28..32).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// A predicted pure ACK standing for `earlier.len() + 1` ACKs (the ACK numbers of the
@@ -590,7 +522,7 @@ fn fmask_wire() -> u32 {
 /// hears each original ACK with the bytes it acknowledged, so its window grows exactly as it
 /// would have for the separate ACKs (RFC 3465 §2.2: L = 2 SMSS per ACK, not per aggregate).
 fn merged_ack(
-    env: &mut super::env::Env,
+    env: &mut Env,
     tcb: &mut Tcb,
     seq: SeqNumber,
     ack: SeqNumber,

@@ -131,6 +131,13 @@ pub(crate) struct Io<'a> {
     pub tx: &'a mut Batch,
 }
 
+impl Io<'_> {
+    /// The same parts, borrowed again for one call.
+    pub(crate) fn re(&mut self) -> Io<'_> {
+        Io { pool: self.pool, iface: &mut *self.iface, tx: &mut *self.tx }
+    }
+}
+
 impl Tcp {
     /// `seed` keys the ISN, port and table hashes: fixed in a simulation (deterministic),
     /// random in a real stack.

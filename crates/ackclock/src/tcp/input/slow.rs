@@ -685,17 +685,42 @@ pub(crate) fn in_order_received(
     arrival: Arrival,
 ) {
     let unverified = checksum == Checksum::Deferred;
-    let filled_hole = arrival == Arrival::FilledHole;
     if tcb.quickack.enabled {
         quick_ack_on_data(now, tcb);
     }
-    // A deferred segment is never merged (`try_merge`): it is the newest queue entry.
+    in_order_queued(tcb, len, unverified);
+    in_order_ack_rule(now, delayed_ack, tcb, seq, 1, unverified, tsval, arrival == Arrival::FilledHole);
+}
+
+/// The receive state of `len` in-order bytes now on the receive queue: `rcv_nxt` and the
+/// queue's accounting. A deferred segment is never merged (`try_merge`): it is the newest
+/// queue entry.
+#[inline(always)]
+pub(crate) fn in_order_queued(tcb: &mut Tcb, len: u32, unverified: bool) {
     if unverified {
         tcb.rcv_unverified += 1;
     }
     tcb.rcv_queued += len as usize;
     tcb.advance_rcv_nxt(len);
     tcb.stats.bytes_received += len as u64;
+}
+
+/// TS.Recent and the ACK rule for `segs` in-order segments, the first at `seq` (receive
+/// aggregation hands over several at once, and the rule counts segments, not aggregates).
+/// The quick-ACK engine ([`quick_ack_on_data`]) ran before the first was queued: it sizes
+/// the quick ACKs it grants by the window as it was.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn in_order_ack_rule(
+    now: Instant,
+    delayed_ack: Duration,
+    tcb: &mut Tcb,
+    seq: SeqNumber,
+    segs: u32,
+    unverified: bool,
+    tsval: Option<u32>,
+    filled_hole: bool,
+) {
     if !unverified {
         // RFC 7323 §4.3: TS.Recent from a verified segment at or before Last.ACK.sent.
         if let (true, Some(tsval)) = (tcb.ts_enabled, tsval) {
@@ -708,7 +733,7 @@ pub(crate) fn in_order_received(
     // RFC 5681 §4.2: an ACK for at least every second full-sized segment; at once when the
     // segment filled a hole; otherwise within the delayed-ACK time, unless in quick-ACK mode
     // (Linux `__tcp_ack_snd_check`), which acknowledges every segment at once.
-    tcb.unacked_segs += 1;
+    tcb.unacked_segs += segs;
     if filled_hole || tcb.unacked_segs >= 2 {
         tcb.ack_now = true;
         tcb.quickack.owed = false;
@@ -725,7 +750,7 @@ pub(crate) fn in_order_received(
 /// (the sender restarts from a small window, RFC 5681 §4.1, and needs its ACKs at once),
 /// grants quick ACKs.
 #[inline]
-fn quick_ack_on_data(now: Instant, tcb: &mut Tcb) {
+pub(crate) fn quick_ack_on_data(now: Instant, tcb: &mut Tcb) {
     let idle = match tcb.quickack.last_data {
         None => true,
         Some(t) => now.nanos_since(t) > tcb.rtt.rto_nanos(),
