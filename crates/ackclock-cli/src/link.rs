@@ -15,6 +15,7 @@ use ackclock::phy::{
     TapConfig, TapCounters, TapMode, Tun, TunConfig,
 };
 use ackclock::sim::{Loss, Reorder};
+use ackclock::tcp::Aggregation;
 use ackclock::time::{Duration, Instant};
 use ackclock::{Stack, StackConfig};
 use clap::Args;
@@ -374,6 +375,10 @@ pub(crate) struct LinkArgs {
     /// only: on a TUN every address is through the link).
     #[arg(long, value_name = "ADDR")]
     pub gateway: Option<Ipv4Addr>,
+    /// Turn the stack's receive aggregation off (in-order data and pure ACKs of a received
+    /// batch are processed once per connection, Gallatin 2008; on by default).
+    #[arg(long)]
+    pub no_lro: bool,
 }
 
 /// `--max-connections`: a count of at least 1.
@@ -476,6 +481,7 @@ pub(crate) struct Link {
     clock: Clock,
     impair: bool,
     gateway: Option<Ipv4Addr>,
+    no_lro: bool,
     /// Frames moved at the last look, when that changed, and whether memory was given back
     /// since (see [`trim_memory`](Self::trim_memory)).
     frames_seen: u64,
@@ -520,6 +526,7 @@ impl Link {
             clock: Clock { start: std::time::Instant::now() },
             impair: args.impair.is_some(),
             gateway: args.gateway,
+            no_lro: args.no_lro,
             frames_seen: 0,
             last_busy: Instant::ZERO,
             trimmed: true,
@@ -579,6 +586,9 @@ impl Link {
             config.tcp.max_connections = n;
         }
         config.iface.gateway = self.gateway;
+        if self.no_lro {
+            config.aggregation = Aggregation::OFF;
+        }
         let caps = self.dev.capabilities();
         config.pool = stack_pool(&caps);
         Stack::new(config, caps, self.now()).map_err(|e| format!("stack: {e}"))

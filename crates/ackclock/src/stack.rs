@@ -17,6 +17,7 @@
 //! (a sum-only pass) before acknowledging.
 
 use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
+use crate::iface::COMMON_TCP_OFFSET_TAGGED;
 use crate::iface::{Ingress, Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET, COMMON_TCP_OFFSET_IP};
 use crate::phy::{Batch, Capabilities, Device};
 use crate::tcp::input::Fast;
@@ -45,6 +46,9 @@ pub struct StackConfig {
     pub small_buffers: usize,
     /// Frames moved per device call.
     pub batch: usize,
+    /// Receive aggregation of in-order data and of pure ACKs over each received batch
+    /// (Gallatin 2008; see [`tcp::lro`](crate::tcp::lro)): both on by default.
+    pub aggregation: Aggregation,
     /// The secret behind the RFC 6528 ISN key, the RFC 6056 ephemeral-port key and the
     /// connection-table hash keys. [`StackConfig::new`] draws it from the operating system's
     /// random source, so a real stack has unpredictable ISNs and a table no one can flood
@@ -68,6 +72,7 @@ impl StackConfig {
             pool: PoolConfig::default(),
             small_buffers: 1024,
             batch: 64,
+            aggregation: Aggregation::ON,
             seed,
         }
     }
@@ -118,7 +123,7 @@ impl Stack {
             pool,
             tx: Batch::with_capacity(config.batch.max(1)),
             rx: Batch::with_capacity(config.batch.max(1)),
-            lro: Lro::new(Aggregation::default()),
+            lro: Lro::new(config.aggregation),
             now,
             announced: false,
         })
@@ -314,6 +319,11 @@ impl Stack {
             _ => self.iface.common_tcp_ip(&frame),
         };
         let Some(ing) = ing else {
+            if OFFSET == COMMON_TCP_OFFSET {
+                if let Some(ing) = self.iface.common_tcp_tagged(&frame) {
+                    return self.offer_tagged(ing, frame);
+                }
+            }
             self.flush_all(Flush::Other);
             return self.process_frame(frame);
         };
@@ -327,6 +337,26 @@ impl Stack {
                 }
             }
         }
+    }
+
+    #[inline(always)]
+    fn offer_common<const OFFSET: usize>(&mut self, ing: TcpIngress, frame: PBuf) {
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        match self.tcp.fast_batch(&mut self.lro, self.now, ing, OFFSET, &frame, io) {
+            Fast::Slow => self.tcp_slow::<OFFSET>(ing, frame),
+            Fast::Done => {}
+            Fast::Queue(q) => {
+                if let Some(rq) = self.tcp.rcvq(q.idx) {
+                    rq.push_frame(q.seq, frame, q.off, q.len, q.unverified);
+                }
+            }
+        }
+    }
+
+    /// A common frame behind an 802.1Q tag (out of line: rare).
+    #[inline(never)]
+    fn offer_tagged(&mut self, ing: TcpIngress, frame: PBuf) {
+        self.offer_common::<COMMON_TCP_OFFSET_TAGGED>(ing, frame);
     }
 
     fn flush_all(&mut self, why: Flush) {

@@ -477,20 +477,44 @@ fn padding_past_the_ip_length_is_ignored_and_the_frame_merges() {
     assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
 }
 
-/// 802.1Q-tagged frames are not aggregated: they take the ordinary path (its link layer
-/// reads the tag and the IP length behind it), flushing what was held first, and their
-/// bytes arrive in order.
+/// Insert an 802.1Q tag (TPID 0x8100, VLAN 5) before the EtherType.
+fn tag(f: &mut Vec<u8>) {
+    f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+}
+
+/// 802.1Q-tagged frames aggregate, tagged and untagged alike, and each one's IPv4 total
+/// length is checked against the frame without its four tag bytes (the length check the
+/// Myri10GE patch fixed): a tagged frame carrying padding still merges, and the bytes
+/// arrive in order with one ACK for all.
 #[test]
-fn vlan_tagged_frames_take_the_ordinary_path_in_order() {
+fn vlan_tagged_frames_aggregate_with_their_length_behind_the_tag() {
     let (mut t, conn) = plain();
     let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
-    for f in &mut frames[2..] {
-        // Insert the tag (TPID 0x8100, VLAN 5) before the EtherType.
-        f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    for f in &mut frames[1..] {
+        tag(f);
     }
+    frames[3].extend_from_slice(&[0; 4]);
+    let slow = c(&t).slow_path;
     batch_raw(&mut t, 10, &frames);
     let k = c(&t);
-    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_other), (1, 2, 1), "{k:?}");
-    t.discard();
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_batch, k.slow_path), (1, 4, 1, slow), "{k:?}");
+    t.expect(10, seg(".").seq(1).ack(P + 4 * MSS).win(65535));
     assert_eq!(recv_all(&mut t, conn), expected(4 * MSS));
+}
+
+/// Tagged pure ACKs padded to the 60-byte Ethernet minimum merge as untagged ones do, and
+/// congestion control hears each (RFC 3465 §2.2): 10 + 3 * 2 = 16 segments.
+#[test]
+fn vlan_tagged_padded_acks_merge() {
+    let (mut t, conn) = sender(Aggregation::ON, 40);
+    let mut frames: Vec<Vec<u8>> = [ack(2), ack(4), ack(6)].iter().map(|s| t.frame(s, &[])).collect();
+    for f in &mut frames {
+        tag(f);
+        f.resize(60, 0);
+    }
+    let slow = c(&t).slow_path;
+    batch_raw(&mut t, 10, &frames);
+    let k = c(&t);
+    assert_eq!((k.lro_aggregates, k.lro_acks, k.fast_path_acks, k.slow_path), (1, 2, 3, slow), "{k:?}");
+    assert_eq!(t.stack.tcp_info(conn).unwrap().cwnd, 16 * MSS);
 }

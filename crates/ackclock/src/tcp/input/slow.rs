@@ -685,11 +685,12 @@ pub(crate) fn in_order_received(
     arrival: Arrival,
 ) {
     let unverified = checksum == Checksum::Deferred;
+    let filled_hole = arrival == Arrival::FilledHole;
     if tcb.quickack.enabled {
         quick_ack_on_data(now, tcb);
     }
     in_order_queued(tcb, len, unverified);
-    in_order_ack_rule(now, delayed_ack, tcb, seq, 1, unverified, tsval, arrival == Arrival::FilledHole);
+    in_order_ack_rule(now, delayed_ack, tcb, seq, 1, unverified, tsval, filled_hole);
 }
 
 /// The receive state of `len` in-order bytes now on the receive queue: `rcv_nxt` and the
