@@ -292,7 +292,8 @@ impl Stack {
     /// are gathered while the batch lasts and flushed at its end (see `tcp::lro`).
     pub fn process_batch(&mut self, now: Instant, batch: &mut Batch) {
         self.advance(now);
-        if !self.lro.enabled() {
+        // A batch of one has nothing to merge: it costs what `process` costs.
+        if !self.lro.enabled() || batch.len() == 1 {
             while let Some(frame) = batch.pop() {
                 self.process(now, frame);
             }

@@ -416,6 +416,36 @@ fn duplicate_acks_are_never_merged_and_the_third_retransmits() {
     assert_eq!(sent[0].seq, 1 + 2 * MSS, "the first unacknowledged segment again: {sent:?}");
 }
 
+/// Jacobson 1990's fast-recovery algebra (RFC 5681 §3.2, RFC 3042) with the ACKs arriving in
+/// batches and aggregation on: segment 1 of W = 10 is lost. Duplicate ACKs 1 and 2 (one
+/// batch) let limited transmit send segments 11 and 12; the third retransmits segment 1 with
+/// ssthresh = 5 and cwnd = 8 segments; duplicates 4..11 in one batch are never merged and
+/// inflate cwnd to 16, so W/2 - 1 = 4 new segments leave (13..16); the recovery ACK deflates
+/// cwnd to ssthresh with those 4 in flight, so exactly one segment follows it (no burst).
+/// The advancing ACKs after recovery merge again.
+#[test]
+fn fast_recovery_algebra_holds_with_batched_acks() {
+    let (mut t, conn) = sender(Aggregation::ON, 100);
+    let dup = || ack(0);
+    let seqs = |t: &mut Script| t.sent_now().iter().map(|s| (s.seq - 1) / MSS + 1).collect::<Vec<u32>>();
+    batch(&mut t, 10, &[dup(), dup()]);
+    assert_eq!(seqs(&mut t), [11, 12], "limited transmit (RFC 3042)");
+    batch(&mut t, 11, &[dup()]);
+    assert_eq!(seqs(&mut t), [1], "fast retransmit on the third duplicate ACK");
+    let info = t.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.ssthresh, info.cwnd), (5 * MSS, 8 * MSS));
+    batch(&mut t, 12, &[dup(), dup(), dup(), dup(), dup(), dup(), dup(), dup()]);
+    assert_eq!(seqs(&mut t), [13, 14, 15, 16], "W/2 - 1 new segments");
+    assert_eq!(t.stack.tcp_info(conn).unwrap().cwnd, 16 * MSS);
+    assert_eq!(c(&t).lro_acks, 0, "duplicate ACKs never merge");
+    batch(&mut t, 20, &[ack(12)]);
+    assert_eq!(t.stack.tcp_info(conn).unwrap().cwnd, 5 * MSS, "deflated to ssthresh");
+    assert_eq!(seqs(&mut t), [17], "one segment after the recovery ACK, no burst");
+    batch(&mut t, 30, &[ack(13), ack(14), ack(15), ack(16), ack(17)]);
+    assert_eq!(c(&t).lro_acks, 4, "advancing ACKs merge again after recovery");
+    assert_eq!(t.stack.tcp_info(conn).unwrap().stats.rtos, 0);
+}
+
 /// A window change ends the merge (the newer window goes through the full path).
 #[test]
 fn a_window_change_ends_the_ack_merge() {
