@@ -47,7 +47,7 @@ pub struct StackConfig {
     /// Frames moved per device call.
     pub batch: usize,
     /// Receive aggregation of in-order data and of pure ACKs over each received batch
-    /// (Gallatin 2008; see [`tcp::lro`](crate::tcp::lro)): both on by default.
+    /// (Gallatin 2008; see [`Aggregation`]): both on by default.
     pub aggregation: Aggregation,
     /// The secret behind the RFC 6528 ISN key, the RFC 6056 ephemeral-port key and the
     /// connection-table hash keys. [`StackConfig::new`] draws it from the operating system's

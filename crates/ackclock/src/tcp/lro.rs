@@ -66,7 +66,14 @@ pub const FLOWS: usize = 8;
 /// Segments (data) or ACKs one aggregate stands for at most.
 pub const MAX_SEGS: usize = 16;
 
-/// Which kinds of segment a stack aggregates.
+/// Which kinds of segment a stack aggregates over each received batch (receive aggregation,
+/// after the Myri10GE `inet_lro` patch, Gallatin 2008). In-order full-sized data segments of a
+/// connection are processed as one: each goes into the receive queue, and the ACK rule (an
+/// aggregate of two or more is ACKed at once, as Linux ACKs a GRO segment), TS.Recent and the
+/// timers run once. Consecutive advancing pure ACKs of a connection merge into the newest:
+/// the buffers are freed as they arrive, and the release, RTT sample and timer run once,
+/// while congestion control hears every original ACK (RFC 3465). Nothing waits past the
+/// batch it arrived in. Both on by default ([`StackConfig::aggregation`](crate::StackConfig)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Aggregation {
     /// Merge in-order data segments of a connection.
