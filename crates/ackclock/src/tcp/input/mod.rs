@@ -26,6 +26,12 @@
 //!
 //! Everything else goes to [`Tcp::input_slow`], which parses the header, checks the
 //! checksum (or defers it), finds the connection or a listener, and runs [`slow`].
+//!
+//! In a received batch of two or more frames with receive aggregation on (the default),
+//! `Stack::process_batch` takes steps 2 to 5 through `Tcp::fast_batch` (`tcp::lro`) instead:
+//! the same lookup and prediction, with the per-segment work that can wait (the ACK rule,
+//! TS.Recent, the lists; for a pure ACK all of it) run once per aggregate of a connection's
+//! segments.
 
 mod deferred;
 mod fast;
