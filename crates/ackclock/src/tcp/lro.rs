@@ -45,8 +45,9 @@
 //! A segment of a connection with an aggregate that does not merge flushes the aggregate
 //! first (counted by reason), then runs as any segment would, so one connection's segments
 //! reach TCP in the order they arrived. A frame that is not a common one (ARP, IP options,
-//! fragments, ICMP, an 802.1Q tag) flushes every aggregate first. An aggregate of one
-//! segment is processed exactly as the fast path processes it.
+//! fragments, ICMP) flushes every aggregate first; a common frame behind an 802.1Q tag
+//! aggregates as an untagged one. An aggregate of one segment is processed exactly as the
+//! fast path processes it, and a batch of one frame takes the ordinary path.
 
 use super::env::Env;
 use super::input::{ack_grow, ack_release, ack_timer, fast_ack, in_order_ack_rule, in_order_queued, predict};
