@@ -178,6 +178,11 @@ pub struct RuntimeConfig {
     /// and waits for the protocol thread's reply, one message per read, as before DragonFly
     /// BSD's commit 96c6eb29. Off (the default): the request is posted and coalesced.
     pub sync_window_updates: bool,
+    /// For benchmarks only: over a TAP or TUN, only the protocol thread runs rounds, and
+    /// writers and readers hand their output and window updates to it (as before
+    /// application threads ran rounds there). Off (the default): they run them themselves,
+    /// as over the in-memory pipe. No effect over the pipe.
+    pub protocol_thread_rounds: bool,
 }
 
 /// What a runtime counted.
@@ -207,6 +212,10 @@ pub struct RuntimeStats {
     /// Of those, the polls that saw no round before their time was up (the thread then
     /// sleeps on its condition variable).
     pub poll_timeouts: u64,
+    /// Times the protocol thread, woken by a TAP's or TUN's descriptor, found an
+    /// application thread running rounds and left the device to it (a sleep each, counted
+    /// in `sleeps` too).
+    pub parks: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -229,9 +238,13 @@ pub(crate) struct Shared {
     /// The device and a round's buffers: whoever runs a round holds this lock (and takes the
     /// stack's inside it). `None` once the protocol thread has stopped.
     engine: Mutex<Option<Box<dyn Rounds>>>,
-    /// Application threads run rounds and poll before blocking (a device without a
-    /// descriptor: the in-memory pipe).
+    /// Application threads poll before blocking (a device without a descriptor: the
+    /// in-memory pipe).
     direct: bool,
+    /// Application threads run rounds: a writer sends what it queued, a reader its window
+    /// update, and a thread inside a blocking call is present (`rounds::Bell`). Over every
+    /// device, unless [`RuntimeConfig::protocol_thread_rounds`] over a TAP or TUN.
+    app_run: bool,
     /// When the protocol thread wakes by itself (`rounds::deadline_code`, or `AWAKE`).
     /// Written under the engine's lock, except `AWAKE`.
     sleep_until: AtomicU64,
@@ -249,6 +262,7 @@ pub(crate) struct Shared {
     app_rounds: AtomicU64,
     polls: AtomicU64,
     poll_timeouts: AtomicU64,
+    parks: AtomicU64,
 }
 
 impl std::fmt::Debug for dyn Rounds {
@@ -411,7 +425,7 @@ impl Shared {
     }
 
     /// A reader's window-update request for `slot`: run the round here (`direct`: a blocking
-    /// reader over the pipe) or ring for one.
+    /// reader, when application threads run rounds) or ring for one.
     fn post_window_update(&self, slot: u32, direct: bool) {
         if self.requests.post(slot) {
             if direct {
@@ -465,6 +479,7 @@ impl Runtime {
             bell,
             engine: Mutex::new(Some(engine)),
             direct: device_fd.is_none(),
+            app_run: device_fd.is_none() || !config.protocol_thread_rounds,
             sleep_until: AtomicU64::new(AWAKE),
             timer: sys::TimerFd::new()?,
             stopping: AtomicBool::new(false),
@@ -478,6 +493,7 @@ impl Runtime {
             app_rounds: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             poll_timeouts: AtomicU64::new(0),
+            parks: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -508,6 +524,7 @@ impl Runtime {
             app_rounds: s.app_rounds.load(Ordering::Relaxed),
             polls: s.polls.load(Ordering::Relaxed),
             poll_timeouts: s.poll_timeouts.load(Ordering::Relaxed),
+            parks: s.parks.load(Ordering::Relaxed),
         }
     }
 
@@ -584,6 +601,18 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
         // sleep rather than loop on what that thread's rounds left: looping here while it
         // runs was a busy loop of eventfd and timerfd reads.
         let ran = shared.run_rounds(false);
+        if !ran && device_fd.is_some() && shared.park() {
+            // Over a TAP or TUN an application thread runs rounds, and reads the device in
+            // them: leave the device to it rather than wake on every frame it is about to
+            // read. Its last round signals this thread when it stops (`End::Unpark`); its
+            // rounds fire the timers meanwhile.
+            shared.sleeps.fetch_add(1, Ordering::Relaxed);
+            shared.parks.fetch_add(1, Ordering::Relaxed);
+            if sys::wait(&fds[..2], false, None).is_err() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            continue;
+        }
         // What the last round (this thread's or an application thread's) left, and the
         // deadline published under the engine's lock, so that a later round in another
         // thread that arms an earlier timer sees it and sets the timerfd (`run_rounds`).
