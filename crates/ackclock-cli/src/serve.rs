@@ -45,9 +45,9 @@ pub struct ServeArgs {
     /// connection (for measuring it against this loop; no HTTP).
     #[arg(long, hide = true)]
     runtime: bool,
-    /// With --runtime: only the protocol thread runs rounds (the runtime's benchmark switch).
+    /// With --runtime: application threads run rounds too (`RuntimeConfig::app_rounds_on_tap`).
     #[arg(long, hide = true, requires = "runtime")]
-    runtime_protocol_rounds: bool,
+    runtime_app_rounds: bool,
 }
 
 /// The scratch buffer, one for all connections, that discard, chargen and echo read into.
@@ -74,7 +74,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let mut link = Link::open(&args.link)?;
     let mut stack = link.stack(args.link.addr, false, args.max_connections)?;
     if args.runtime {
-        return crate::serve_rt::serve(link, stack, args.json, args.runtime_protocol_rounds);
+        return crate::serve_rt::serve(link, stack, args.json, args.runtime_app_rounds);
     }
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =

@@ -34,7 +34,8 @@ struct Moved {
 }
 
 const BUFFER: usize = 64 * 1024;
-/// Chargen's writes: one offload unit each (a round per write sends what it queued).
+/// Chargen's writes: one offload unit each (with application threads running rounds, each
+/// write is a round).
 const CHUNK: usize = 64 * 1024;
 
 fn discard(mut s: TcpStream, moved: &Moved) {
@@ -75,11 +76,11 @@ fn chargen(s: TcpStream, moved: &Moved, gen: &Chargen) {
 }
 
 /// Serve on the runtime until SIGINT or SIGTERM.
-pub(crate) fn serve(link: Link, stack: Stack, json: bool, protocol_thread_rounds: bool) -> Result<(), String> {
+pub(crate) fn serve(link: Link, stack: Stack, json: bool, app_rounds_on_tap: bool) -> Result<(), String> {
     install_signals();
     let kind = link.kind();
     let Link { dev, .. } = link;
-    let config = RuntimeConfig { protocol_thread_rounds, ..Default::default() };
+    let config = RuntimeConfig { app_rounds_on_tap, ..Default::default() };
     let rt = Runtime::with_config(stack, dev, config).map_err(|e| format!("runtime: {e}"))?;
     let moved = Arc::new(Moved::default());
     let gen = Arc::new(Chargen::new(CHUNK));

@@ -15,6 +15,10 @@
 //! - the number of application threads present (inside a blocking call, or polling): a
 //!   present thread runs a round before its call returns or blocks, a polling one whenever
 //!   it sees `WANTED`, and one that leaves looks at `WANTED` once more.
+//! - `PARKED` (a TAP or TUN): the protocol thread, woken by the device's descriptor, found a
+//!   runner, set `WANTED` with it (the runner's next round reads the device) and sleeps
+//!   without watching the descriptor; the runner that stops with it set clears it and
+//!   signals the protocol thread ([`End::Unpark`]).
 //!
 //! [`Bell::ring`] signals the protocol thread's eventfd only when `WANTED` was clear and
 //! nobody runs or is present: the same lost-wake-up reasoning as the window-update
@@ -22,7 +26,9 @@
 //! word ([`Word`]), so there is no store-then-load race between two variables, and a loom
 //! model (below; `RUSTFLAGS="--cfg loom" cargo test -p ackclock --release --lib
 //! runtime::rounds`) checks that no ring is lost, and that a present thread leaving
-//! without looking at `WANTED` would lose one.
+//! without looking at `WANTED` would lose one; a second checks that a parked protocol
+//! thread always watches the device again, and that a runner ignoring `End::Unpark` would
+//! leave it deaf.
 
 use super::sync::AtomicU32;
 use super::sys::EventFd;
@@ -335,8 +341,9 @@ impl Shared {
     }
 
     /// An application thread has work for the stack (queued data, a window-update request):
-    /// run the round here when the device allows it (no descriptor: the in-memory pipe),
-    /// else ring for the protocol thread.
+    /// run the round here (over the pipe, or a TAP or TUN with
+    /// [`RuntimeConfig::app_rounds_on_tap`](super::RuntimeConfig)), else ring for the protocol
+    /// thread.
     pub(super) fn push(&self) {
         if self.app_run {
             self.bell.word.want();
