@@ -60,8 +60,8 @@
 //! runtime against serve's own single-thread loop, medians of three) measured this slower
 //! than protocol-thread rounds in most cells: a runner's round is one read or write, so a MB
 //! took 2-4 times the rounds (20-66 against ~10, each with its device system calls) and
-//! 9-18 park-and-signal handoffs, where protocol-thread rounds batch a whole wake-up's
-//! frames. Neither reaches the loop over a TAP yet (BENCHMARKS.md has the figures).
+//! 1-18 park-and-signal handoffs (by service and run), where protocol-thread rounds batch a
+//! whole wake-up's frames. Neither reaches the loop over a TAP yet (BENCHMARKS.md has the figures).
 //!
 //! **The one copy happens in the application thread, under the lock.** `read` is the core's
 //! receive copy (`tcp_recv`): bytes go straight from the packet buffers in the receive queue
