@@ -409,6 +409,11 @@ pub fn stack_pool(caps: &Capabilities) -> PoolConfig {
 }
 
 impl LinkDev {
+    /// The TAP's or TUN's descriptor, readable when frames wait.
+    pub fn host_fd(&self) -> RawFd {
+        self.impaired().inner().as_raw_fd()
+    }
+
     fn impaired(&self) -> &Impaired<HostDev> {
         match self {
             LinkDev::Bare(d) => d,

@@ -12,6 +12,8 @@ mod relay;
 mod scenario;
 #[cfg(target_os = "linux")]
 mod serve;
+#[cfg(target_os = "linux")]
+mod serve_rt;
 mod ttcp;
 
 use clap::{Parser, Subcommand};

@@ -41,6 +41,13 @@ pub struct ServeArgs {
     /// Print the start-up line and the exit summary as JSON objects on stdout, one a line.
     #[arg(long)]
     json: bool,
+    /// Serve discard, echo and chargen on the library's threaded runtime, a thread per
+    /// connection (for measuring it against this loop; no HTTP).
+    #[arg(long, hide = true)]
+    runtime: bool,
+    /// With --runtime: application threads run rounds too (`RuntimeConfig::app_rounds_on_tap`).
+    #[arg(long, hide = true, requires = "runtime")]
+    runtime_app_rounds: bool,
 }
 
 /// The scratch buffer, one for all connections, that discard, chargen and echo read into.
@@ -66,6 +73,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     // Without --impair the link is a clean pass-through; the loop wakes for its held frames too.
     let mut link = Link::open(&args.link)?;
     let mut stack = link.stack(args.link.addr, false, args.max_connections)?;
+    if args.runtime {
+        return crate::serve_rt::serve(link, stack, args.json, args.runtime_app_rounds);
+    }
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =
         [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)]

@@ -105,7 +105,7 @@ fn counts(rt: &Runtime, calls: u64, mb: f64) -> Counts {
 /// `streams` parallel bulk streams between two runtimes.
 fn runtimes(streams: usize, bytes: u64, sync: bool) -> Run {
     let (da, db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
-    let config = RuntimeConfig { sync_window_updates: sync };
+    let config = RuntimeConfig { sync_window_updates: sync, ..Default::default() };
     let ra = Runtime::with_config(stack(A), da, config).unwrap();
     let rb = Runtime::with_config(stack(B), db, config).unwrap();
     let l = TcpListener::bind(&rb, SocketAddrV4::new(B, 5001)).unwrap();

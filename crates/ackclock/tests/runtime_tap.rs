@@ -12,7 +12,7 @@ mod common;
 use ackclock::buf::Pool;
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{Device, Tap, TapConfig, TapMode, Tun, TunConfig};
-use ackclock::runtime::{Runtime, TcpListener, TcpStream};
+use ackclock::runtime::{Runtime, RuntimeConfig, RuntimeStats, TcpListener, TcpStream};
 use ackclock::time::Instant;
 use ackclock::{Stack, StackConfig};
 use common::clients::ECHO_CLIENT;
@@ -41,8 +41,13 @@ fn echo(mut conn: TcpStream) -> usize {
 }
 
 fn echo_server(mode: TapMode, tun: bool) {
+    echo_server_with(mode, tun, RuntimeConfig::default());
+}
+
+/// The echo server under `config`; returns the runtime's counters.
+fn echo_server_with(mode: TapMode, tun: bool, rt_config: RuntimeConfig) -> Option<RuntimeStats> {
     if skip(&["python3"]) {
-        return;
+        return None;
     }
     let mut ns = NetNs::new();
     let name = ns.tap_name().to_string();
@@ -54,13 +59,13 @@ fn echo_server(mode: TapMode, tun: bool) {
         let tun = Tun::open(&name, config, Pool::new(Tun::pool_config(&config, 1024)).unwrap()).expect("open TUN");
         ns.take_link(&name, HOST_CIDR);
         let stack = Stack::new(sc, tun.capabilities(), Instant::ZERO).unwrap();
-        Runtime::new(stack, tun).expect("runtime")
+        Runtime::with_config(stack, tun, rt_config).expect("runtime")
     } else {
         let config = TapConfig { mode, mtu: 1500 };
         let tap = Tap::open(&name, config, Pool::new(Tap::pool_config(&config, 1024)).unwrap()).expect("open TAP");
         ns.take_link(&name, HOST_CIDR);
         let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
-        Runtime::new(stack, tap).expect("runtime")
+        Runtime::with_config(stack, tap, rt_config).expect("runtime")
     };
     let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
     // The accept loop ends when the runtime shuts down (accept then fails).
@@ -84,6 +89,7 @@ fn echo_server(mode: TapMode, tun: bool) {
     assert!(out.status.success(), "clients: {text}{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(text.lines().filter(|l| *l == format!("{n} True")).count(), clients, "{text}");
     assert_eq!(echoed, n * clients, "every byte echoed once: {text}");
+    Some(rt.stats())
 }
 
 #[test]
@@ -105,4 +111,30 @@ fn echo_server_tun_plain() {
 #[test]
 fn echo_server_tun_offload() {
     echo_server(TapMode::Offload, true)
+}
+
+/// With `app_rounds_on_tap`, the connection threads run protocol rounds themselves over a
+/// TAP (a writer sends what it queued, a reader its window update, reading the device in
+/// the same round), as over the in-memory pipe, and every byte is still echoed once.
+#[test]
+fn application_threads_run_rounds_over_a_tap() {
+    let config = RuntimeConfig { app_rounds_on_tap: true, ..Default::default() };
+    let Some(stats) = echo_server_with(TapMode::Offload, false, config) else { return };
+    assert!(stats.app_rounds > 0, "{stats:?}");
+}
+
+/// The same over a TUN in plain mode.
+#[test]
+fn application_threads_run_rounds_over_a_tun() {
+    let config = RuntimeConfig { app_rounds_on_tap: true, ..Default::default() };
+    let Some(stats) = echo_server_with(TapMode::Plain, true, config) else { return };
+    assert!(stats.app_rounds > 0, "{stats:?}");
+}
+
+/// By default only the protocol thread runs rounds over a TAP, and it never parks.
+#[test]
+fn only_the_protocol_thread_runs_rounds_over_a_tap_by_default() {
+    let Some(stats) = echo_server_with(TapMode::Offload, false, RuntimeConfig::default()) else { return };
+    assert_eq!((stats.app_rounds, stats.parks), (0, 0), "{stats:?}");
+    assert!(stats.rounds > 0, "{stats:?}");
 }

@@ -24,28 +24,44 @@
 //! on the packet path, never happens under the stack's lock. The device and a round's
 //! batches sit in an engine behind a second lock, held by whoever runs a round (`rounds`).
 //!
-//! **Who runs a round.** Over a TAP or TUN, the protocol thread, always. Over the in-memory
-//! pipe (a device without a descriptor), also an application thread that has work for the
-//! stack and finds no round running, as Linux runs the protocol in the calling process:
-//! a blocking writer sends what it queued itself (`tcp_push` from `sendmsg`), a reader sends
-//! its window update itself (`tcp_cleanup_rbuf` from `recvmsg`), and frames that arrive
-//! while a thread is inside a blocking call are processed by that thread when the call
-//! ends (the socket backlog `release_sock` processes). Who must run the next round is
-//! agreed on one atomic word (`rounds::Bell`: wanted, running, present threads); a ring
-//! signals the protocol thread's eventfd only when nobody runs a round or is present, and a
-//! thread that leaves looks at the word once more, so no arrival waits for a thread that
-//! is gone. Why: one stream between two runtimes on two cores had four threads handing
-//! every write, window update and arrival to each other. Counted per MB, each side made
-//! 18-23 eventfd signals and ~9 condition-variable sleeps and wake-ups, and the protocol
-//! threads' spin took a core from the application thread it waited for; the transfer ran
-//! at 0.14-0.40x of the one-thread transfer. With the application threads running the
-//! rounds, both protocol threads sleep through a bulk transfer (0 signals, 0 sleeps per
-//! MB) and it runs at 0.77x (BENCHMARKS.md has the figures). The protocol thread still
-//! runs timers when no application thread is active: a round in an application thread that
-//! arms a timer earlier than the one the protocol thread sleeps until sets a timerfd that
-//! thread also sleeps on (one system call, no wake-up now). Over a TAP nothing changes: a
-//! frame there makes the descriptor readable, which only the protocol thread watches, and
-//! the TAP benchmarks were not rerun with application threads writing to it.
+//! **Who runs a round.** The protocol thread, and, over the in-memory pipe (and over a TAP
+//! or TUN with [`RuntimeConfig::app_rounds_on_tap`]), also an application thread that has
+//! work for the stack and finds no round running, as Linux runs the protocol in the calling
+//! process: a blocking writer sends what it queued itself (`tcp_push` from `sendmsg`), a
+//! reader sends its window update itself (`tcp_cleanup_rbuf` from `recvmsg`), and frames
+//! that arrive while a thread is inside a blocking call are processed by that thread when
+//! the call ends (the socket backlog `release_sock` processes). Such a round reads the
+//! device too. Who must run the next round is agreed on one atomic word (`rounds::Bell`:
+//! wanted, running, present threads, parked); a ring signals the protocol thread's eventfd
+//! only when nobody runs a round or is present, and a thread that leaves looks at the word
+//! once more, so no arrival waits for a thread that is gone. Why: one stream between two
+//! runtimes over the in-memory pipe on two cores had four threads handing every write,
+//! window update and arrival to each other. Counted per MB, each side made 18-23 eventfd
+//! signals and ~9 condition-variable sleeps and wake-ups, and the protocol threads' spin
+//! took a core from the application thread it waited for; the transfer ran at 0.14-0.40x of
+//! the one-thread transfer. With the application threads running the rounds, both protocol
+//! threads sleep through a bulk transfer (0 signals, 0 sleeps per MB) and it runs at 0.77x
+//! (BENCHMARKS.md has the figures). The protocol thread still runs timers when no
+//! application thread is active: a round in an application thread that arms a timer earlier
+//! than the one the protocol thread sleeps until sets a timerfd that thread also sleeps on
+//! (one system call, no wake-up now).
+//!
+//! **Over a TAP or TUN, only the protocol thread runs rounds by default** (decision, from a
+//! measurement). There a frame makes the descriptor readable, which only the protocol
+//! thread watches. With application threads running rounds, it woke for every frame their
+//! next round was about to read (80-370 protocol-thread sleeps per MB). So with
+//! `app_rounds_on_tap` the protocol thread, woken by the descriptor while another thread
+//! runs rounds, *parks*: in one step on the word it asks for one more round (which reads
+//! the device) and marks itself parked, then sleeps on its eventfd and timerfd only; the
+//! runner that stops with the mark set clears it and signals the eventfd, and the protocol
+//! thread watches the device again. A loom model checks that the frame that woke it is
+//! always processed and that it always watches the device again, and that a runner ignoring
+//! the mark leaves it deaf. Even so, `scripts/bench-rt-tap` (serve's services on the
+//! runtime against serve's own single-thread loop, medians of three) measured this slower
+//! than protocol-thread rounds in most cells: a runner's round is one read or write, so a MB
+//! took 2-4 times the rounds (20-66 against ~10, each with its device system calls) and
+//! 1-18 park-and-signal handoffs (by service and run), where protocol-thread rounds batch a
+//! whole wake-up's frames. Neither reaches the loop over a TAP yet (BENCHMARKS.md has the figures).
 //!
 //! **The one copy happens in the application thread, under the lock.** `read` is the core's
 //! receive copy (`tcp_recv`): bytes go straight from the packet buffers in the receive queue
@@ -93,8 +109,9 @@
 //! **Sleeping.** Between rounds the protocol thread sleeps in ppoll(2) on the device's
 //! descriptor (a TAP), an eventfd that application threads and the in-memory pipe's other
 //! end signal, and a timerfd, with the timeout of the stack's next timer
-//! ([`Stack::poll_at`]). Time is the monotonic clock, converted to the stack's [`Instant`]
-//! at the stack's own epoch. No polling loop. Over the in-memory pipe, whose frames ring
+//! ([`Stack::poll_at`]); parked, on the eventfd and the timerfd only. Time is the
+//! monotonic clock, converted to the stack's [`Instant`] at the stack's own epoch. No
+//! polling loop. Over the in-memory pipe, whose frames ring
 //! the same eventfd, the thread first spins for up to 50 µs on a flag every signal sets (as
 //! Linux's `busy_poll`), unless application threads ran rounds since it last slept (they
 //! poll themselves, and its spin would take a core from them). Over a TAP or TUN it does not
@@ -106,7 +123,9 @@
 //! clock so that a thread it waits for on the same core can run. Then, or at once over a
 //! TAP, the thread registers on its socket and waits on the socket's condition variable
 //! with the stack's lock (one for readers and one for writers per connection slot, made
-//! with the runtime); while it sleeps it is not present, so rings go to the protocol thread. After each round the protocol
+//! with the runtime); while it sleeps it is not present, so rings go to the protocol thread.
+//! Over a TAP or TUN a thread does not poll: the frames it waits for wake the protocol
+//! thread, not it. After each round the protocol
 //! thread wakes the sockets whose readiness changed (`Inner::wake_changed`). Async tasks
 //! (`runtime::tokio`, behind the `tokio` feature) wait the same way with a waker in
 //! place of the condition variable: the protocol thread wakes a stored waker only when that
@@ -178,6 +197,12 @@ pub struct RuntimeConfig {
     /// and waits for the protocol thread's reply, one message per read, as before DragonFly
     /// BSD's commit 96c6eb29. Off (the default): the request is posted and coalesced.
     pub sync_window_updates: bool,
+    /// Over a TAP or TUN, application threads run rounds too, as over the in-memory pipe (a
+    /// writer sends what it queued, a reader its window update, reading the device in the
+    /// same round), and the protocol thread parks while they do. Off (the default): there
+    /// only the protocol thread runs rounds, which measured faster (`scripts/bench-rt-tap`).
+    /// No effect over the pipe, where application threads always run rounds.
+    pub app_rounds_on_tap: bool,
 }
 
 /// What a runtime counted.
@@ -207,6 +232,10 @@ pub struct RuntimeStats {
     /// Of those, the polls that saw no round before their time was up (the thread then
     /// sleeps on its condition variable).
     pub poll_timeouts: u64,
+    /// Times the protocol thread, woken by a TAP's or TUN's descriptor, found an
+    /// application thread running rounds and left the device to it (a sleep each, counted
+    /// in `sleeps` too).
+    pub parks: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -229,9 +258,13 @@ pub(crate) struct Shared {
     /// The device and a round's buffers: whoever runs a round holds this lock (and takes the
     /// stack's inside it). `None` once the protocol thread has stopped.
     engine: Mutex<Option<Box<dyn Rounds>>>,
-    /// Application threads run rounds and poll before blocking (a device without a
-    /// descriptor: the in-memory pipe).
+    /// Application threads poll before blocking (a device without a descriptor: the
+    /// in-memory pipe).
     direct: bool,
+    /// Application threads run rounds: a writer sends what it queued, a reader its window
+    /// update, and a thread inside a blocking call is present (`rounds::Bell`). Over the
+    /// pipe always; over a TAP or TUN with [`RuntimeConfig::app_rounds_on_tap`].
+    app_run: bool,
     /// When the protocol thread wakes by itself (`rounds::deadline_code`, or `AWAKE`).
     /// Written under the engine's lock, except `AWAKE`.
     sleep_until: AtomicU64,
@@ -249,6 +282,7 @@ pub(crate) struct Shared {
     app_rounds: AtomicU64,
     polls: AtomicU64,
     poll_timeouts: AtomicU64,
+    parks: AtomicU64,
 }
 
 impl std::fmt::Debug for dyn Rounds {
@@ -411,7 +445,7 @@ impl Shared {
     }
 
     /// A reader's window-update request for `slot`: run the round here (`direct`: a blocking
-    /// reader over the pipe) or ring for one.
+    /// reader, when application threads run rounds) or ring for one.
     fn post_window_update(&self, slot: u32, direct: bool) {
         if self.requests.post(slot) {
             if direct {
@@ -465,6 +499,7 @@ impl Runtime {
             bell,
             engine: Mutex::new(Some(engine)),
             direct: device_fd.is_none(),
+            app_run: device_fd.is_none() || config.app_rounds_on_tap,
             sleep_until: AtomicU64::new(AWAKE),
             timer: sys::TimerFd::new()?,
             stopping: AtomicBool::new(false),
@@ -478,6 +513,7 @@ impl Runtime {
             app_rounds: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             poll_timeouts: AtomicU64::new(0),
+            parks: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -508,6 +544,7 @@ impl Runtime {
             app_rounds: s.app_rounds.load(Ordering::Relaxed),
             polls: s.polls.load(Ordering::Relaxed),
             poll_timeouts: s.poll_timeouts.load(Ordering::Relaxed),
+            parks: s.parks.load(Ordering::Relaxed),
         }
     }
 
@@ -584,6 +621,18 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
         // sleep rather than loop on what that thread's rounds left: looping here while it
         // runs was a busy loop of eventfd and timerfd reads.
         let ran = shared.run_rounds(false);
+        if !ran && device_fd.is_some() && shared.park() {
+            // Over a TAP or TUN an application thread runs rounds, and reads the device in
+            // them: leave the device to it rather than wake on every frame it is about to
+            // read. Its last round signals this thread when it stops (`End::Unpark`); its
+            // rounds fire the timers meanwhile.
+            shared.sleeps.fetch_add(1, Ordering::Relaxed);
+            shared.parks.fetch_add(1, Ordering::Relaxed);
+            if sys::wait(&fds[..2], false, None).is_err() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            continue;
+        }
         // What the last round (this thread's or an application thread's) left, and the
         // deadline published under the engine's lock, so that a later round in another
         // thread that arms an earlier timer sees it and sets the timerfd (`run_rounds`).

@@ -259,7 +259,7 @@ impl TcpStream {
                         shared.window_update_and_wait(self.slot, asked);
                     } else {
                         drop(g);
-                        shared.post_window_update(self.slot, wait_reply && shared.direct);
+                        shared.post_window_update(self.slot, wait_reply && shared.app_run);
                     }
                 }
                 Ok(n)
@@ -273,8 +273,8 @@ impl TcpStream {
     fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
         let deadline = self.deadline(&self.read_timeout);
         let shared = &*self.shared;
-        let _present = shared.direct.then(|| shared.arrive());
-        let mut call = Call { polled: false, present: shared.direct };
+        let _present = shared.app_run.then(|| shared.arrive());
+        let mut call = Call { polled: false, present: shared.app_run };
         let mut g = shared.lock();
         loop {
             match self.try_read(g, buf, true) {
@@ -325,8 +325,8 @@ impl TcpStream {
     fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.deadline(&self.write_timeout);
         let shared = &*self.shared;
-        let _present = shared.direct.then(|| shared.arrive());
-        let mut call = Call { polled: false, present: shared.direct };
+        let _present = shared.app_run.then(|| shared.arrive());
+        let mut call = Call { polled: false, present: shared.app_run };
         let mut g = shared.lock();
         loop {
             match self.try_write(g, buf, true) {
@@ -466,7 +466,7 @@ impl Shared {
     /// The caller is a blocking reader, counted as present over the pipe: it stops
     /// answering rings while it waits, so the protocol thread answers the request.
     fn window_update_and_wait(&self, slot: u32, asked: u64) {
-        if self.direct {
+        if self.app_run {
             self.leave(true);
         }
         self.requests.post(slot);
@@ -477,7 +477,7 @@ impl Shared {
             g = self.cvs[slot as usize].read.wait(g).unwrap_or_else(|e| e.into_inner());
         }
         drop(g);
-        if self.direct {
+        if self.app_run {
             // Present again; `read_impl`'s guard leaves when the call ends.
             std::mem::forget(self.arrive());
         }

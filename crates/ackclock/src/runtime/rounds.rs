@@ -15,6 +15,10 @@
 //! - the number of application threads present (inside a blocking call, or polling): a
 //!   present thread runs a round before its call returns or blocks, a polling one whenever
 //!   it sees `WANTED`, and one that leaves looks at `WANTED` once more.
+//! - `PARKED` (a TAP or TUN): the protocol thread, woken by the device's descriptor, found a
+//!   runner, set `WANTED` with it (the runner's next round reads the device) and sleeps
+//!   without watching the descriptor; the runner that stops with it set clears it and
+//!   signals the protocol thread ([`End::Unpark`]).
 //!
 //! [`Bell::ring`] signals the protocol thread's eventfd only when `WANTED` was clear and
 //! nobody runs or is present: the same lost-wake-up reasoning as the window-update
@@ -22,7 +26,9 @@
 //! word ([`Word`]), so there is no store-then-load race between two variables, and a loom
 //! model (below; `RUSTFLAGS="--cfg loom" cargo test -p ackclock --release --lib
 //! runtime::rounds`) checks that no ring is lost, and that a present thread leaving
-//! without looking at `WANTED` would lose one.
+//! without looking at `WANTED` would lose one; a second checks that a parked protocol
+//! thread always watches the device again, and that a runner ignoring `End::Unpark` would
+//! leave it deaf.
 
 use super::sync::AtomicU32;
 use super::sys::EventFd;
@@ -35,6 +41,21 @@ use std::sync::atomic::Ordering;
 const WANTED: u32 = 1;
 const RUNNING: u32 = 2;
 const POLLER: u32 = 4;
+/// The protocol thread found a round running, left the device to the runner and sleeps
+/// without watching the device's descriptor until the runner stops (a TAP or TUN).
+const PARKED: u32 = 1 << 31;
+
+/// What a runner does when it stops running rounds ([`Word::end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// A round was wanted meanwhile and the caller is the runner again: one more round.
+    Again,
+    /// Stopped.
+    Stop,
+    /// Stopped, and the protocol thread had parked: the caller must signal it, so that it
+    /// watches the device again.
+    Unpark,
+}
 
 /// `Shared::sleep_until` while the protocol thread is awake (it looks at the stack before
 /// it sleeps, so nobody needs to wake it).
@@ -83,11 +104,36 @@ impl Word {
         self.0.fetch_and(!WANTED, Ordering::AcqRel);
     }
 
-    /// Stop running rounds. `true`: a round was wanted meanwhile and the caller is the
-    /// runner again, so it must run one more.
-    pub(crate) fn end(&self) -> bool {
+    /// Stop running rounds: [`End::Again`] if a round was wanted meanwhile and the caller
+    /// is the runner again; [`End::Unpark`] if the protocol thread parked meanwhile (it
+    /// wanted a round, so the caller ran one after the park, reading the device).
+    pub(crate) fn end(&self) -> End {
         let prev = self.0.fetch_and(!RUNNING, Ordering::AcqRel);
-        prev & WANTED != 0 && self.begin()
+        if prev & WANTED != 0 && self.begin() {
+            return End::Again;
+        }
+        // Cleared by whoever sees it first: one signal per park.
+        if prev & PARKED != 0 && self.0.fetch_and(!PARKED, Ordering::AcqRel) & PARKED != 0 {
+            return End::Unpark;
+        }
+        End::Stop
+    }
+
+    /// The protocol thread, woken by the device, found another thread running rounds: if
+    /// one still runs, want a round (it reads the device) and park. `true`: parked, so the
+    /// caller must not watch the device until signalled ([`End::Unpark`]). `false`: nobody
+    /// runs rounds now; the caller runs them itself.
+    pub(crate) fn park(&self) -> bool {
+        let mut cur = self.0.load(Ordering::Acquire);
+        loop {
+            if cur & RUNNING == 0 {
+                return false;
+            }
+            match self.0.compare_exchange_weak(cur, cur | WANTED | PARKED, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
     }
 
     /// The calling thread is present: until it leaves, rings do not signal the protocol
@@ -283,17 +329,23 @@ impl Shared {
                     word.want();
                 }
             }
-            if !word.end() {
-                return true;
+            match word.end() {
+                End::Again => {}
+                End::Stop => return true,
+                End::Unpark => {
+                    self.bell.eventfd.wake();
+                    return true;
+                }
             }
         }
     }
 
     /// An application thread has work for the stack (queued data, a window-update request):
-    /// run the round here when the device allows it (no descriptor: the in-memory pipe),
-    /// else ring for the protocol thread.
+    /// run the round here (over the pipe, or a TAP or TUN with
+    /// [`RuntimeConfig::app_rounds_on_tap`](super::RuntimeConfig)), else ring for the protocol
+    /// thread.
     pub(super) fn push(&self) {
-        if self.direct {
+        if self.app_run {
             self.bell.word.want();
             self.run_rounds(true);
         } else {
@@ -320,6 +372,12 @@ impl Shared {
                 self.bell.eventfd.wake();
             }
         }
+    }
+
+    /// The protocol thread, woken by the device's descriptor, leaves the device to the
+    /// thread running rounds if one does ([`Word::park`]).
+    pub(super) fn park(&self) -> bool {
+        self.bell.word.park()
     }
 
     /// Whether application threads about to block poll first (see [`poll`](Self::poll)).
@@ -374,20 +432,22 @@ mod model {
     //! With the present thread ignoring what `leave` reports, loom finds the interleaving
     //! where the frame waits forever (the ring saw a present thread, so it signalled
     //! nobody, and the thread left without looking).
-    use super::Word;
+    use super::{End, Word};
     use loom::sync::atomic::{AtomicBool, Ordering};
     use loom::sync::Arc;
 
     /// Run rounds as `Shared::run_rounds` does; a round processes the frame, if any.
-    fn run(word: &Word, frame: &AtomicBool) {
+    /// Returns what the last `end` said (`None`: another thread runs rounds).
+    fn run(word: &Word, frame: &AtomicBool) -> Option<End> {
         if !word.begin() {
-            return;
+            return None;
         }
         loop {
             word.round_starts();
             frame.store(false, Ordering::SeqCst);
-            if !word.end() {
-                return;
+            match word.end() {
+                End::Again => {}
+                end => return Some(end),
             }
         }
     }
@@ -441,5 +501,62 @@ mod model {
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or_default();
         assert!(message.contains("nobody to process it"), "failed for another reason: {message}");
+    }
+
+    /// Parking, over a TAP: a frame arrives on the device while an application thread
+    /// writes and runs rounds; the protocol thread, woken by the descriptor, runs a round
+    /// itself or parks. Whatever the interleaving, the frame must be processed, and the
+    /// protocol thread must end up watching the device again (or a later frame would wait
+    /// forever). With the runner ignoring `End::Unpark`, loom finds the interleaving where
+    /// the protocol thread stays parked.
+    fn check_park(answer_unpark: bool) {
+        loom::model(move || {
+            let word = Arc::new(Word::new());
+            let frame = Arc::new(AtomicBool::new(false));
+            let signalled = Arc::new(AtomicBool::new(false));
+            let (w, f, s) = (word.clone(), frame.clone(), signalled.clone());
+            // The writer: queues data, runs the round itself.
+            let app = loom::thread::spawn(move || {
+                w.want();
+                if run(&w, &f) == Some(End::Unpark) && answer_unpark {
+                    s.store(true, Ordering::SeqCst);
+                }
+            });
+            let (w, f, s) = (word.clone(), frame.clone(), signalled.clone());
+            // The protocol thread, woken by a frame on the descriptor.
+            let proto = loom::thread::spawn(move || {
+                f.store(true, Ordering::SeqCst);
+                loop {
+                    match run(&w, &f) {
+                        Some(End::Unpark) => s.store(true, Ordering::SeqCst),
+                        Some(_) => {}
+                        None if w.park() => return true,
+                        None => continue,
+                    }
+                    return false;
+                }
+            });
+            app.join().unwrap();
+            let parked = proto.join().unwrap();
+            assert!(!frame.load(Ordering::SeqCst), "a frame was left with nobody to process it");
+            assert!(!parked || signalled.load(Ordering::SeqCst), "the protocol thread stays deaf to the device");
+        });
+    }
+
+    #[test]
+    fn a_parked_protocol_thread_is_unparked() {
+        check_park(true);
+    }
+
+    #[test]
+    fn ignoring_unpark_leaves_it_parked() {
+        let found = std::panic::catch_unwind(|| check_park(false));
+        let payload = found.expect_err("loom must find the interleaving that leaves it parked");
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        assert!(message.contains("deaf to the device"), "failed for another reason: {message}");
     }
 }
