@@ -18,7 +18,7 @@
 
 use ackclock::buf::{PBuf, PoolConfig};
 use ackclock::iface::InterfaceConfig;
-use ackclock::phy::Capabilities;
+use ackclock::phy::{Batch, Capabilities};
 use ackclock::tcp::TcpConfig;
 use ackclock::time::{Duration, Instant};
 use ackclock::wire::{
@@ -225,13 +225,20 @@ impl World {
         }
     }
 
-    /// Hand the next `n` frames from side `from` to the other side.
+    /// Hand the next `n` frames from side `from` to the other side, as one received batch
+    /// (so that receive aggregation, on by default, sees them together, injected ones among
+    /// them).
     fn deliver(&mut self, from: usize, n: usize) {
+        let mut batch = Batch::with_capacity(n.max(1));
         for _ in 0..n {
             let Some(frame) = self.link[from].pop_front() else { break };
             self.count_frame(1 - from);
-            self.stacks[1 - from].process(self.now, frame);
+            if let Err(frame) = batch.push(frame) {
+                self.link[from].push_front(frame);
+                break;
+            }
         }
+        self.stacks[1 - from].process_batch(self.now, &mut batch);
         self.collect(1 - from);
     }
 
@@ -262,12 +269,20 @@ impl World {
         Some(buf)
     }
 
-    fn inject(&mut self, to: usize, bytes: &[u8], taint: bool) {
+    /// A frame to side `to`: processed now, or with `queued` put on the link behind the
+    /// frames in flight to `to`, to arrive in a batch with them.
+    fn inject(&mut self, to: usize, bytes: &[u8], taint: bool, queued: bool) {
         if debug() {
             eprintln!("inject to {} {:02x?}", ["A", "B"][to], &bytes[34.min(bytes.len())..]);
         }
         self.tainted |= taint;
         if let Some(f) = self.frame(to, bytes) {
+            if queued {
+                if self.link[1 - to].len() < QUEUE {
+                    self.link[1 - to].push_back(f);
+                }
+                return;
+            }
             self.count_frame(to);
             self.stacks[to].process(self.now, f);
             self.collect(to);
@@ -275,7 +290,7 @@ impl World {
     }
 
     /// A TCP segment to side `to`, as if from the other side, near the live sequence space.
-    fn segment(&mut self, to: usize, r: &mut Input) {
+    fn segment(&mut self, to: usize, queued: bool, r: &mut Input) {
         let from = 1 - to;
         let ctl = r.u8();
         let flags = match ctl & 7 {
@@ -336,7 +351,7 @@ impl World {
         let bad_checksum = r.u8() == 0xff;
         let bytes = frame_bytes(&self.stacks[to], ADDR[from], &tcp, bad_checksum);
         // A segment with a bad checksum must change nothing: the stream stays checked.
-        self.inject(to, &bytes, !bad_checksum);
+        self.inject(to, &bytes, !bad_checksum, queued);
     }
 
     fn handle(&self, side: usize, r: &mut Input) -> Option<TcpHandle> {
@@ -566,10 +581,11 @@ fuzz_target!(|data: &[u8]| {
                 let to = (op >> 4) as usize & 1;
                 let n = r.u16() as usize % 1600;
                 let bytes = r.bytes(n).to_vec();
-                w.inject(to, &bytes, true);
+                w.inject(to, &bytes, true, false);
             }
-            // A crafted segment (most common: that is where the state machine is).
-            1..=4 => w.segment((op >> 4) as usize & 1, &mut r),
+            // A crafted segment (most common: that is where the state machine is), processed
+            // at once or queued among the frames in flight.
+            1..=4 => w.segment((op >> 4) as usize & 1, op & 0x20 != 0, &mut r),
             // Time.
             5 => {
                 let d = match op >> 4 {
