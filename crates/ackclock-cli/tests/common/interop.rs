@@ -62,6 +62,11 @@ pub fn serve(ns: &mut NetNs, mode: Mode, extra: &[&str]) -> Proc {
 
 /// `ackclock serve` on the device `dev` asks for (`--tap` or `--tun`), moved into `ns`.
 pub fn serve_on(ns: &mut NetNs, dev: &str, mode: Mode, extra: &[&str]) -> Proc {
+    serve_ready(ns, dev, mode, extra).0
+}
+
+/// [`serve_on`], and the start-up line serve printed.
+pub fn serve_ready(ns: &mut NetNs, dev: &str, mode: Mode, extra: &[&str]) -> (Proc, String) {
     let tap = ns.tap_name().to_string();
     ns.adopt(&tap);
     let mut cmd = Command::new(cli());
@@ -70,7 +75,7 @@ pub fn serve_on(ns: &mut NetNs, dev: &str, mode: Mode, extra: &[&str]) -> Proc {
     if mode == Mode::Plain {
         cmd.arg("--plain");
     }
-    Proc::start("serve", cmd, "ready").0
+    Proc::start("serve", cmd, "ready")
 }
 
 /// A long-running child (serve, relay, a server): its stdout lines arrive on a channel;
