@@ -11,3 +11,17 @@ pub(crate) use loom::sync::Mutex;
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 #[cfg(not(all(loom, test)))]
 pub(crate) use std::sync::Mutex;
+
+/// For the loom models' negative tests: run `model`, which must fail (loom found the
+/// interleaving the broken variant allows), with a panic message containing `expected`, so
+/// that it failed for the reason the test names and not another.
+#[cfg(all(loom, test))]
+pub(crate) fn loom_finds(model: impl FnOnce() + std::panic::UnwindSafe, expected: &str) {
+    let payload = std::panic::catch_unwind(model).expect_err("loom must find the interleaving");
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(message.contains(expected), "failed for another reason: {message}");
+}
