@@ -177,8 +177,6 @@ struct Flow {
     tos: u8,
     /// Data: the delayed-ACK timer was set when the aggregate began.
     had_delack: bool,
-    /// The window field as received (for the flush reason only).
-    wnd: u16,
     /// ACKs: the ACK numbers of the merged ACKs before the newest, oldest first.
     acks: [u32; MAX_SEGS],
 }
@@ -212,7 +210,6 @@ impl Lro {
             checksum_ok: false,
             tos: 0,
             had_delack: false,
-            wnd: 0,
             acks: [0; MAX_SEGS],
         };
         Lro { on, flows: [none; FLOWS], used: 0, victim: 0, last: 0 }
@@ -288,23 +285,22 @@ fn why_not(f: &Flow, tcb: &Tcb, seg: &[u8], tos: u8, checksum_ok: bool) -> Flush
     if tos != f.tos || checksum_ok != f.checksum_ok {
         return Flush::Other;
     }
+    // The aggregate's segments carried the window header prediction expects (`pred_flags`,
+    // in wire order, its last two bytes); nothing has changed it since the aggregate began.
+    let p = tcb.pred_flags.to_ne_bytes();
+    let wnd = u16::from_be_bytes([p[2], p[3]]);
     match f.kind {
         Kind::Data if h.len == 0 => Flush::Other,
         Kind::Data if h.seq != tcb.rcv_nxt.0 => Flush::Order,
-        Kind::Data if h.wnd != f.wnd => Flush::Window,
+        Kind::Data if h.wnd != wnd => Flush::Window,
         Kind::Data if h.ack != tcb.snd_una.0 => Flush::Other,
         Kind::Data if h.len != f.len => Flush::Size,
         Kind::Data => Flush::Other,
         Kind::Ack if h.len != 0 => Flush::Other,
-        Kind::Ack if h.wnd != f.wnd => Flush::Window,
+        Kind::Ack if h.wnd != wnd => Flush::Window,
         Kind::Ack if h.ack == f.ack.0 => Flush::DupAck,
         Kind::Ack => Flush::Other,
     }
-}
-
-/// The window field of a segment (wire order, for the flush reason).
-fn wnd_field(seg: &[u8]) -> u16 {
-    seg.get(14..16).map_or(0, |w| u16::from_be_bytes([w[0], w[1]]))
 }
 
 impl Tcp {
@@ -366,7 +362,6 @@ impl Tcp {
         f.n = 1;
         f.checksum_ok = ing.checksum_ok;
         f.tos = tos;
-        f.wnd = wnd_field(seg);
         lro.used |= 1 << s;
         lro.last = s;
         self.counters.segs_in += 1;
@@ -396,7 +391,7 @@ impl Tcp {
         }
     }
 
-    /// A segment of connection `f.idx`, which has aggregate `s`: merged (`Some`), or the
+    /// A segment of the connection that has aggregate `s`: merged (`Some`), or the
     /// aggregate flushed (`None`: the caller runs the segment on its own).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
@@ -412,7 +407,8 @@ impl Tcp {
         io: Io<'_>,
     ) -> Option<Fast> {
         let f = &mut lro.flows[s];
-        let tcb = self.slots.get_mut(f.idx as usize).and_then(|s| s.tcb.as_deref_mut())?;
+        let idx = f.idx;
+        let tcb = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut())?;
         let same = tos == f.tos && ing.checksum_ok == f.checksum_ok;
         let full = match (predict(tcb, seg, ing.checksum_ok), f.kind) {
             (Some(Predicted::BadChecksum), _) => {
@@ -438,7 +434,7 @@ impl Tcp {
                 if let Some(why) = why {
                     self.lro_flush(lro, s, why, now, io);
                 }
-                return Some(Fast::Queue(Queue { idx: tcb_idx(lro, s), seq, off: (off + hl) as u32, len, unverified }));
+                return Some(Fast::Queue(Queue { idx, seq, off: (off + hl) as u32, len, unverified }));
             }
             (Some(Predicted::Ack { ack, ts, .. }), Kind::Ack)
                 if same && f.ack < ack && ts.is_none_or(|(v, _)| !ts_older(v, f.tsval)) =>
@@ -511,12 +507,6 @@ impl Tcp {
             self.rearm(idx);
         }
     }
-}
-
-/// The connection slot of aggregate `s` (read after a flush, which leaves the numbers).
-#[inline(always)]
-fn tcb_idx(lro: &Lro, s: usize) -> u32 {
-    lro.flows[s].idx
 }
 
 /// The TSecr of a segment with the NOP NOP TS layout (0 without it).
