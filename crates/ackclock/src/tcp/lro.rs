@@ -330,18 +330,32 @@ impl Tcp {
                 return out;
             }
         }
+        // Whether the segment could begin an aggregate, from its header alone, before the
+        // prediction runs: one that could not (PSH, a short segment, a kind switched off)
+        // takes the ordinary fast path, which predicts it once.
+        let hl = seg.get(12).map_or(0, |b| (b >> 4) as usize * 4);
+        let len = seg.len().saturating_sub(hl);
+        let candidate = match len {
+            0 => lro.on.acks,
+            _ => lro.on.data && len >= SMALL_SEGMENT && seg.get(13).is_some_and(|f| f & PSH == 0),
+        };
+        if !candidate {
+            return self.fast(now, ing, off, frame, io);
+        }
         let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
             return Fast::Slow;
         };
-        let Some(p) = predict(tcb, seg, ing.checksum_ok) else { return Fast::Slow };
-        let kind = match p {
-            Predicted::Ack { .. } if lro.on.acks => Kind::Ack,
-            Predicted::Data { len, .. }
-                if lro.on.data && len as usize >= SMALL_SEGMENT && seg.get(13).is_some_and(|f| f & PSH == 0) =>
-            {
-                Kind::Data
+        let p = match predict(tcb, seg, ing.checksum_ok) {
+            None => return Fast::Slow,
+            Some(Predicted::BadChecksum) => {
+                self.counters.drop(DropReason::BadChecksum);
+                return Fast::Done;
             }
-            _ => return self.fast(now, ing, off, frame, io),
+            Some(p) => p,
+        };
+        let kind = match p {
+            Predicted::Ack { .. } => Kind::Ack,
+            _ => Kind::Data,
         };
         // A slot for a new aggregate: a free one, or the next victim's, flushed.
         let s = match (0..FLOWS).find(|&i| lro.used & (1 << i) == 0) {
