@@ -1,14 +1,18 @@
 //! tun2socks in its minimal form, on a peer stack: accept every TCP flow arriving on a TUN
 //! device and splice it to one host address with `tokio::io::copy_bidirectional`. The same
 //! shape as `ackclock relay --tun --listen any --to ADDR`, so `scripts/bench-tun` can put
-//! them side by side.
+//! them side by side. `ackclock-tokio` is that shape on ackclock's own tokio adapter (its
+//! threaded runtime over a plain TUN, as the peers use; `ackclock-tokio-offload` over a TUN with
+//! virtio-net offloads, as `relay --tun` uses by default): what an embedder writing tun2socks
+//! with ackclock and tokio gets, beside the relay's own single-threaded loop.
 //!
 //! ```text
-//! tun2socks-peers ipstack|netstack-smoltcp TUN_NAME HOST:PORT
+//! tun2socks-peers ipstack|netstack-smoltcp|ackclock-tokio|ackclock-tokio-offload TUN_NAME HOST:PORT
 //! ```
 //!
 //! It creates the TUN (no address, down), prints "ready", and serves until killed; the
-//! script moves the TUN into a namespace and configures it there.
+//! script moves the TUN into a namespace and configures it there (ackclock-tokio's stack
+//! takes 10.99.0.2/24, the address the script gives the relay).
 
 use futures::{SinkExt, StreamExt};
 use std::net::SocketAddr;
@@ -76,13 +80,61 @@ async fn netstack_smoltcp_main(name: &str, to: SocketAddr) -> std::io::Result<()
     Ok(())
 }
 
+fn ackclock_tokio_main(name: &str, to: SocketAddr, mode: ackclock::phy::TapMode) -> std::io::Result<()> {
+    use ackclock::buf::PoolConfig;
+    use ackclock::iface::InterfaceConfig;
+    use ackclock::phy::{Device, TapMode, Tun, TunConfig};
+    use ackclock::runtime::tokio::TcpListener;
+    use ackclock::runtime::Runtime;
+    use ackclock::{Stack, StackConfig};
+
+    let tun_config = TunConfig { mode, mtu: MTU as usize };
+    let tun = Tun::open(name, tun_config, Tun::receive_pool(&tun_config, 1024).map_err(std::io::Error::other)?)?;
+    let mut config = StackConfig::new(InterfaceConfig::new(std::net::Ipv4Addr::new(10, 99, 0, 2), 24));
+    config.iface.any_destination = true;
+    // The pools `ackclock relay` uses: MTU-sized buffers, or 64 KiB ones for TSO.
+    config.pool = match mode {
+        TapMode::Plain => PoolConfig { buffers: 32 * 1024, ..PoolConfig::default() },
+        TapMode::Offload => PoolConfig {
+            buffers: 8 * 1024,
+            buffer_size: 64 * 1024 + ackclock::buf::DEFAULT_HEADROOM,
+            ..PoolConfig::default()
+        },
+    };
+    let stack = Stack::new(config, tun.capabilities(), ackclock::time::Instant::ZERO).map_err(std::io::Error::other)?;
+    let rt = Runtime::new(stack, tun)?;
+    let listener = TcpListener::bind_any(&rt)?;
+    println!("ready");
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async move {
+        loop {
+            let (stream, _peer) = listener.accept().await?;
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(splice(stream, to));
+        }
+    })
+}
+
+fn main() -> std::io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = match args.get(1).map(String::as_str) {
+        Some("ackclock-tokio") => Some(ackclock::phy::TapMode::Plain),
+        Some("ackclock-tokio-offload") => Some(ackclock::phy::TapMode::Offload),
+        _ => None,
+    };
+    if let (Some(mode), 4) = (mode, args.len()) {
+        let to: SocketAddr = args[3].parse().map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        return ackclock_tokio_main(&args[2], to, mode);
+    }
+    tokio_main()
+}
+
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn tokio_main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let usage = || {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            "usage: tun2socks-peers ipstack|netstack-smoltcp TUN HOST:PORT",
+            "usage: tun2socks-peers ipstack|netstack-smoltcp|ackclock-tokio[-offload] TUN HOST:PORT",
         )
     };
     if args.len() != 4 {
