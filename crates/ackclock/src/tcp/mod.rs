@@ -91,6 +91,10 @@ pub struct Tcp {
     free_slots: Vec<u32>,
     table: HashMap<FourTuple, u32, KeyedState>,
     last_hit: Option<LastHit>,
+    /// The last addresses and ports (as on the wire) the table had no connection for, until
+    /// a connection is added: a segment that misses the fast path's lookup is looked up
+    /// again by the full path, and a SYN flood would pay two hashes per SYN.
+    last_miss: Option<(u64, u32)>,
     pub(crate) listeners: Vec<Option<Listener>>,
     listener_gen: u32,
     listen_table: HashMap<(Ipv4Addr, u16), u32, KeyedState>,
@@ -149,6 +153,7 @@ impl Tcp {
             free_slots: Vec::new(),
             table: HashMap::with_capacity_and_hasher(cap, KeyedState::new(hash::derive_key(seed, 1))),
             last_hit: None,
+            last_miss: None,
             listeners: Vec::new(),
             listener_gen: 0,
             listen_table: HashMap::with_hasher(KeyedState::new(hash::derive_key(seed, 2))),

@@ -32,7 +32,6 @@ use super::{hash, output, Io, Tcp};
 use crate::buf::PBuf;
 use crate::time::Instant;
 use crate::wire::{SackBlocks, TcpFlags};
-use core::hash::Hasher;
 
 /// The peer MSS values a cookie can name, smallest first (Linux's `msstab` for IPv4 plus
 /// jumbo and loopback sizes); a SYN's MSS is rounded down to one of them.
@@ -61,14 +60,9 @@ impl CookieKey {
     }
 
     fn hash(&self, t: &FourTuple, count: u32, which: u8) -> u32 {
-        let mut h = hash::SipHasher24::new(self.key);
-        h.write(&t.local_addr.octets());
-        h.write(&t.remote_addr.octets());
-        h.write_u16(t.local_port);
-        h.write_u16(t.remote_port);
-        h.write_u32(count);
-        h.write_u8(which);
-        h.finish() as u32
+        let addrs = (u32::from(t.local_addr) as u64) << 32 | u32::from(t.remote_addr) as u64;
+        let rest = (t.local_port as u64) << 48 | (t.remote_port as u64) << 32 | count as u64;
+        hash::siphash24_words(self.key, [addrs, rest, which as u64]) as u32
     }
 
     /// The 21 bits above the MSS index: a MAC of the tuple, the count and the index.

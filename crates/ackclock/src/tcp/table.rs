@@ -72,6 +72,9 @@ impl Tcp {
     /// The table lookup behind the connection cache, which it refills.
     #[inline(never)]
     pub(super) fn lookup_table(&mut self, addrs: u64, ports: u32) -> Option<u32> {
+        if self.last_miss == Some((addrs, ports)) {
+            return None;
+        }
         let (a, p) = (addrs.to_ne_bytes(), ports.to_ne_bytes());
         let tuple = FourTuple {
             local_addr: Ipv4Addr::new(a[4], a[5], a[6], a[7]),
@@ -79,7 +82,10 @@ impl Tcp {
             remote_addr: Ipv4Addr::new(a[0], a[1], a[2], a[3]),
             remote_port: u16::from_be_bytes([p[0], p[1]]),
         };
-        let idx = *self.table.get(&tuple)?;
+        let Some(&idx) = self.table.get(&tuple) else {
+            self.last_miss = Some((addrs, ports));
+            return None;
+        };
         self.last_hit = Some(LastHit { addrs, ports, idx });
         Some(idx)
     }
@@ -160,11 +166,8 @@ impl Tcp {
     /// in TIME-WAIT passes PAWS and its newer timestamp can reopen it (RFC 6191); nor
     /// one clock for all peers, which would tell each peer our uptime (RFC 7323 §7.1).
     pub(super) fn ts_offset(&self, tuple: &FourTuple) -> u32 {
-        use core::hash::Hasher;
-        let mut h = hash::SipHasher24::new(self.ts_key);
-        h.write(&tuple.local_addr.octets());
-        h.write(&tuple.remote_addr.octets());
-        h.finish() as u32
+        let addrs = (u32::from(tuple.local_addr) as u64) << 32 | u32::from(tuple.remote_addr) as u64;
+        hash::siphash24_words(self.ts_key, [addrs]) as u32
     }
 
     /// A new TCB for `tuple` in `state`.
@@ -266,6 +269,7 @@ impl Tcp {
         };
         self.slots[idx as usize].tcb = Some(Box::new(tcb));
         self.table.insert(tuple, idx);
+        self.last_miss = None;
         self.live += 1;
         Some(idx)
     }
