@@ -282,3 +282,48 @@ fn frames_parked_for_a_silent_neighbour_expire() {
     assert_eq!(a.iface().arp().pending_len(), 0);
     assert_eq!(a.pool().available(), free, "every parked buffer is back");
 }
+
+/// The stack remembers the last (address, port) it looked a listener up for, and the last
+/// 4-tuple it found no connection for, so that a SYN flood costs one hash per SYN. Neither
+/// memory may outlive a change: a port refused, then listened on, accepts the next SYN from
+/// the same client port; a listener closed refuses (RFC 9293 §3.10.7.1: RST for a SYN to a
+/// closed port); a second port opened meanwhile is found as well.
+#[test]
+fn listener_and_connection_lookups_see_every_change() {
+    let mut p = Pair::new();
+    let refused = |p: &mut Pair, port: u16| {
+        let c = p.a.tcp_connect(SocketAddrV4::new(B, port)).unwrap();
+        p.run_until(Duration::from_secs(1), |p| p.a.tcp_readiness(c).is_ok_and(|r| r.closed));
+        p.a.tcp_readiness(c).unwrap().error
+    };
+    assert_eq!(refused(&mut p, 80), Some(Error::Refused), "nothing listens yet");
+    let l = p.b.tcp_listen(SocketAddrV4::new(B, 80), 16).unwrap();
+    let c = p.a.tcp_connect(SocketAddrV4::new(B, 80)).unwrap();
+    let mut s = None;
+    assert!(p.run_until(Duration::from_secs(1), |p| {
+        s = s.or_else(|| p.b.tcp_accept(l).ok());
+        s.is_some() && p.a.tcp_readiness(c).unwrap().writable
+    }));
+    assert_eq!(refused(&mut p, 81), Some(Error::Refused), "another port still refuses");
+    let l81 = p.b.tcp_listen(SocketAddrV4::new(B, 81), 16).unwrap();
+    let c81 = p.a.tcp_connect(SocketAddrV4::new(B, 81)).unwrap();
+    let mut s81 = None;
+    assert!(p.run_until(Duration::from_secs(1), |p| {
+        s81 = s81.or_else(|| p.b.tcp_accept(l81).ok());
+        s81.is_some() && p.a.tcp_readiness(c81).unwrap().writable
+    }));
+    p.b.tcp_unlisten(l).unwrap();
+    assert_eq!(refused(&mut p, 80), Some(Error::Refused), "the closed listener's port refuses again");
+    // The connections made before still carry data both ways.
+    let (s, s81) = (s.unwrap(), s81.unwrap());
+    for (c, s) in [(c, s), (c81, s81)] {
+        assert_eq!(p.a.tcp_send(c, b"ping").unwrap(), 4);
+        let mut buf = [0u8; 8];
+        let mut n = 0;
+        assert!(p.run_until(Duration::from_secs(1), |p| {
+            n += p.b.tcp_recv(s, &mut buf[n..]).unwrap_or(0);
+            n == 4
+        }));
+        assert_eq!(&buf[..4], b"ping");
+    }
+}

@@ -95,6 +95,10 @@ pub struct Tcp {
     /// a connection is added: a segment that misses the fast path's lookup is looked up
     /// again by the full path, and a SYN flood would pay two hashes per SYN.
     last_miss: Option<(u64, u32)>,
+    /// The last (address, port) `listener_for` resolved, and its answer, until a listener
+    /// opens or closes: a SYN flood aims at one port, and each SYN would otherwise hash
+    /// the pair up to three times (the address, the wildcard address, the catch-all).
+    listen_cache: core::cell::Cell<Option<(Ipv4Addr, u16, Option<u32>)>>,
     pub(crate) listeners: Vec<Option<Listener>>,
     listener_gen: u32,
     listen_table: HashMap<(Ipv4Addr, u16), u32, KeyedState>,
@@ -154,6 +158,7 @@ impl Tcp {
             table: HashMap::with_capacity_and_hasher(cap, KeyedState::new(hash::derive_key(seed, 1))),
             last_hit: None,
             last_miss: None,
+            listen_cache: core::cell::Cell::new(None),
             listeners: Vec::new(),
             listener_gen: 0,
             listen_table: HashMap::with_hasher(KeyedState::new(hash::derive_key(seed, 2))),

@@ -91,9 +91,17 @@ impl Tcp {
     }
 
     pub(super) fn listener_for(&self, addr: Ipv4Addr, port: u16) -> Option<u32> {
+        if let Some((a, p, found)) = self.listen_cache.get() {
+            if a == addr && p == port {
+                return found;
+            }
+        }
         let any = Ipv4Addr::UNSPECIFIED;
         let table = &self.listen_table;
-        table.get(&(addr, port)).or_else(|| table.get(&(any, port))).or_else(|| table.get(&(any, 0))).copied()
+        let found =
+            table.get(&(addr, port)).or_else(|| table.get(&(any, port))).or_else(|| table.get(&(any, 0))).copied();
+        self.listen_cache.set(Some((addr, port, found)));
+        found
     }
 
     pub(crate) fn tcb(&self, idx: u32) -> Option<&Tcb> {

@@ -97,6 +97,7 @@ impl Tcp {
         };
         self.listeners[idx] = Some(l);
         self.listen_table.insert(local, idx as u32);
+        self.listen_cache.set(None);
         Some((idx as u32, self.listener_gen))
     }
 
@@ -104,6 +105,7 @@ impl Tcp {
     pub(crate) fn unlisten(&mut self, now: Instant, lidx: u32, io: Io<'_>) {
         let Some(l) = self.listeners.get_mut(lidx as usize).and_then(|l| l.take()) else { return };
         self.listen_table.remove(&l.local);
+        self.listen_cache.set(None);
         let Io { pool, iface, tx } = io;
         let pending: Vec<u32> =
             (0..self.slots.len() as u32).filter(|&i| self.tcb(i).is_some_and(|t| t.listener == Some(lidx))).collect();
