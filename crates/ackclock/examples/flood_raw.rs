@@ -5,13 +5,17 @@
 //! ```
 //!
 //! It sends RATE SYNs a second out of IFACE, from spoofed sources in 198.18.0.0/15 (the
-//! benchmarking range, RFC 2544) with varied ports, sequence numbers and timestamps, to
-//! DST_IP:PORT at DST_MAC, as the floods RFC 4987 §2 describes do: the SYN-ACKs go to
+//! benchmarking range, RFC 2544) with varied ports, sequence numbers and timestamps (the
+//! frames `examples/synflood.rs` uses on virtual time), to DST_IP:PORT at DST_MAC, as the floods RFC 4987 §2 describes do: the SYN-ACKs go to
 //! addresses that never answer. Unlike `hping3 -i u50`, which sleeps between SYNs, reaches
 //! about 8,000 a second on this kind of machine and spins a core doing so, it wakes every
 //! 200 µs and hands all the SYNs due since then to the kernel in one `sendmmsg(2)` on a packet
 //! socket, so the flood costs the machine little beside what it costs its target. It runs
 //! until killed, and prints the number it sent on SIGINT or SIGTERM.
+
+#[cfg(target_os = "linux")]
+#[path = "support/spoofed_syn.rs"]
+mod support;
 
 #[cfg(target_os = "linux")]
 fn main() {
@@ -28,10 +32,8 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod flood {
-    use ackclock::wire::{
-        EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, SackBlocks,
-        TcpFlags, TcpPacket, TcpRepr,
-    };
+    use super::support::spoofed_syn;
+    use ackclock::wire::EthernetAddress;
     use core::net::Ipv4Addr;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -45,37 +47,6 @@ mod flood {
 
     extern "C" fn on_signal(_: libc::c_int) {
         STOP.store(true, Ordering::Relaxed);
-    }
-
-    fn syn(dst_mac: EthernetAddress, dst: Ipv4Addr, port: u16, n: u32) -> Vec<u8> {
-        let src = Ipv4Addr::from(0xc612_0000 | (n.wrapping_mul(40503) & 0x1_ffff)); // 198.18.0.0/15
-        let tcp = TcpRepr {
-            src_port: 1024 + (n.wrapping_mul(7919) % 60000) as u16,
-            dst_port: port,
-            seq: n.wrapping_mul(2654435761),
-            ack: 0,
-            flags: TcpFlags::SYN,
-            window: 64240,
-            urgent: 0,
-            max_seg_size: Some(1460),
-            window_scale: Some(7),
-            sack_permitted: true,
-            timestamps: Some((n.wrapping_mul(1000), 0)),
-            sack_blocks: SackBlocks::new(),
-            payload: &[],
-        };
-        let tl = tcp.header_len();
-        let eth = EthernetRepr {
-            src_addr: EthernetAddress([2, 0, 0x5e, 0, 0, 0x99]),
-            dst_addr: dst_mac,
-            ethertype: EtherType::IPV4,
-            vlan_id: None,
-        };
-        let mut buf = vec![0u8; 14 + 20 + tl];
-        eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
-        Ipv4Repr::new(src, dst, IpProtocol::TCP, tl).emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]), true);
-        tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[34..]), src, dst, true);
-        buf
     }
 
     fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
@@ -110,7 +81,7 @@ mod flood {
         let dst: Ipv4Addr = dst.parse().map_err(|e| format!("{dst}: {e}"))?;
         let port: u16 = port.parse().map_err(|e| format!("{port}: {e}"))?;
         let rate: u64 = rate.parse().map_err(|e| format!("{rate}: {e}"))?;
-        let frames: Vec<Vec<u8>> = (0..FRAMES as u32).map(|n| syn(mac, dst, port, n)).collect();
+        let frames: Vec<Vec<u8>> = (0..FRAMES as u32).map(|n| spoofed_syn(mac, dst, port, n)).collect();
 
         let cname = std::ffi::CString::new(iface.clone()).map_err(|e| e.to_string())?;
         // SAFETY: plain system calls on values owned here; every result is checked.

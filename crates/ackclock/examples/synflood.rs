@@ -15,49 +15,17 @@ use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Capabilities, PipeConfig};
 use ackclock::tcp::SynCookies;
 use ackclock::time::{Duration, Instant};
-use ackclock::wire::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, SackBlocks, TcpFlags,
-    TcpPacket, TcpRepr,
-};
+#[path = "support/spoofed_syn.rs"]
+mod support;
 use ackclock::{Error, Stack, StackConfig};
 use core::net::Ipv4Addr;
 use std::net::SocketAddrV4;
+use support::spoofed_syn;
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const FLOOD_PER_MS: u32 = 20;
 const BYTES: usize = 10_000_000;
-
-fn syn(dst_mac: EthernetAddress, n: u32) -> Vec<u8> {
-    let src = Ipv4Addr::from(0xc612_0000 | (n >> 16 & 0xffff)); // 198.18.0.0/15
-    let tcp = TcpRepr {
-        src_port: 1024 + (n % 60000) as u16,
-        dst_port: 80,
-        seq: n.wrapping_mul(2654435761),
-        ack: 0,
-        flags: TcpFlags::SYN,
-        window: 65535,
-        urgent: 0,
-        max_seg_size: Some(1460),
-        window_scale: Some(7),
-        sack_permitted: true,
-        timestamps: Some((n, 0)),
-        sack_blocks: SackBlocks::new(),
-        payload: &[],
-    };
-    let tl = tcp.header_len();
-    let eth = EthernetRepr {
-        src_addr: EthernetAddress([2, 0, 0, 0, 0, 99]),
-        dst_addr: dst_mac,
-        ethertype: EtherType::IPV4,
-        vlan_id: None,
-    };
-    let mut buf = vec![0u8; 14 + 20 + tl];
-    eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
-    Ipv4Repr::new(src, B, IpProtocol::TCP, tl).emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]), true);
-    tcp.emit(&mut TcpPacket::new_unchecked(&mut buf[34..]), src, B, true);
-    buf
-}
 
 struct Run {
     connect: Option<Duration>,
@@ -88,7 +56,7 @@ fn run(mode: SynCookies) -> Run {
     let (ma, mb) = (a.iface().mac(), b.iface().mac());
     a.iface_mut().insert_static_neighbor(B, mb);
     b.iface_mut().insert_static_neighbor(A, ma);
-    let frames: Vec<Vec<u8>> = (0..FLOOD_PER_MS * 1000).map(|n| syn(mac, n)).collect();
+    let frames: Vec<Vec<u8>> = (0..FLOOD_PER_MS * 1000).map(|n| spoofed_syn(mac, B, 80, n)).collect();
     let (mut n, mut flood_ns, mut flood_syns) = (0usize, 0u128, 0u64);
     let start = now;
     let connect_at = start + Duration::from_secs(2);
