@@ -296,26 +296,24 @@ fn listener_and_connection_lookups_see_every_change() {
         p.run_until(Duration::from_secs(1), |p| p.a.tcp_readiness(c).is_ok_and(|r| r.closed));
         p.a.tcp_readiness(c).unwrap().error
     };
+    // Listen on `port` and connect to it: the listener, the client's and the server's ends.
+    let open = |p: &mut Pair, port: u16| {
+        let l = p.b.tcp_listen(SocketAddrV4::new(B, port), 16).unwrap();
+        let c = p.a.tcp_connect(SocketAddrV4::new(B, port)).unwrap();
+        let mut s = None;
+        assert!(p.run_until(Duration::from_secs(1), |p| {
+            s = s.or_else(|| p.b.tcp_accept(l).ok());
+            s.is_some() && p.a.tcp_readiness(c).unwrap().writable
+        }));
+        (l, c, s.unwrap())
+    };
     assert_eq!(refused(&mut p, 80), Some(Error::Refused), "nothing listens yet");
-    let l = p.b.tcp_listen(SocketAddrV4::new(B, 80), 16).unwrap();
-    let c = p.a.tcp_connect(SocketAddrV4::new(B, 80)).unwrap();
-    let mut s = None;
-    assert!(p.run_until(Duration::from_secs(1), |p| {
-        s = s.or_else(|| p.b.tcp_accept(l).ok());
-        s.is_some() && p.a.tcp_readiness(c).unwrap().writable
-    }));
+    let (l, c, s) = open(&mut p, 80);
     assert_eq!(refused(&mut p, 81), Some(Error::Refused), "another port still refuses");
-    let l81 = p.b.tcp_listen(SocketAddrV4::new(B, 81), 16).unwrap();
-    let c81 = p.a.tcp_connect(SocketAddrV4::new(B, 81)).unwrap();
-    let mut s81 = None;
-    assert!(p.run_until(Duration::from_secs(1), |p| {
-        s81 = s81.or_else(|| p.b.tcp_accept(l81).ok());
-        s81.is_some() && p.a.tcp_readiness(c81).unwrap().writable
-    }));
+    let (_, c81, s81) = open(&mut p, 81);
     p.b.tcp_unlisten(l).unwrap();
     assert_eq!(refused(&mut p, 80), Some(Error::Refused), "the closed listener's port refuses again");
-    // The connections made before still carry data both ways.
-    let (s, s81) = (s.unwrap(), s81.unwrap());
+    // The connections made before still carry data.
     for (c, s) in [(c, s), (c81, s81)] {
         assert_eq!(p.a.tcp_send(c, b"ping").unwrap(), 4);
         let mut buf = [0u8; 8];
