@@ -285,9 +285,10 @@ fn frames_parked_for_a_silent_neighbour_expire() {
 
 /// The stack remembers the last (address, port) it looked a listener up for, and the last
 /// 4-tuple it found no connection for, so that a SYN flood costs one hash per SYN. Neither
-/// memory may outlive a change: a port refused, then listened on, accepts the next SYN from
-/// the same client port; a listener closed refuses (RFC 9293 §3.10.7.1: RST for a SYN to a
-/// closed port); a second port opened meanwhile is found as well.
+/// memory may outlive a change: a port refused, then listened on, accepts the next
+/// connection (the handshake's ACK finds the connection its SYN created); a listener closed
+/// refuses (RFC 9293 §3.10.7.1: RST for a SYN to a closed port); a second port opened
+/// meanwhile is found as well.
 #[test]
 fn listener_and_connection_lookups_see_every_change() {
     let mut p = Pair::new();
