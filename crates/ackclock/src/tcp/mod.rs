@@ -201,6 +201,10 @@ impl Tcp {
         let Io { pool, iface, tx } = io;
         self.expire_time_wait(now);
         self.reclaim_idle(now);
+        // Nearly always: nothing on the wheel is due yet (one comparison).
+        if !self.wheel.may_fire(now) {
+            return;
+        }
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, |k| expired.push(k));
         for &idx in &expired {
