@@ -31,6 +31,7 @@ macro_rules! env {
 pub mod cc;
 pub mod config;
 pub(crate) mod env;
+mod fastout;
 pub(crate) mod hash;
 pub(crate) mod header;
 pub(crate) mod input;

@@ -89,7 +89,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     // pulled SND.NXT back, the peer may hold data beyond it, and would find an ACK at
     // SND.NXT below its RCV.NXT, unacceptable (RFC 9293 §3.10.7.4), and drop it unread. With
     // both ends in that state neither would ever learn what the other received.
-    if !sent && tcb.ack_now {
+    if !sent && tcb.ack_now && super::fastout::pure_ack(env, tcb).is_none() {
         let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
     }
     // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
@@ -188,7 +188,9 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 break;
             }
             let fin = is_last && tcb.fin_queued;
-            if !send_data(env, tcb, idx, fin, &mut fields) {
+            // Nearly always a new segment without FIN: the predicted path, else the full one.
+            let predicted = if fin { None } else { super::fastout::data_segment(env, tcb, idx, &mut fields) };
+            if !predicted.unwrap_or_else(|| send_data(env, tcb, idx, fin, &mut fields)) {
                 break;
             }
             sent = true;
@@ -406,9 +408,9 @@ fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, opt
 /// leave nothing for the next to change, and `now` is the same.
 #[derive(Clone, Copy)]
 pub(crate) struct Fields {
-    ack: SeqNumber,
-    window: u16,
-    ts: Option<(u32, u32)>,
+    pub(super) ack: SeqNumber,
+    pub(super) window: u16,
+    pub(super) ts: Option<(u32, u32)>,
 }
 
 /// [`common_hdr`] for the segments of one pass: from `memo` once a segment without SACK
@@ -437,7 +439,7 @@ fn pass_hdr(
 }
 
 /// Bookkeeping after any segment carrying an ACK left.
-fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
+pub(super) fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
     if tcb.unacked_segs > 0 {
         // Linux `tcp_dec_quickack_mode`: an ACK of new data spends a quick ACK, whether
         // it went alone or rode on data.
@@ -530,7 +532,7 @@ pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, h: &Hdr) -> bool {
 /// RFC 6298 §5.1: something is in flight; start the retransmission timer unless it runs,
 /// and mark when this episode of unacknowledged data began (for the user timeout).
 #[inline]
-fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
+pub(super) fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
     if tcb.timers.rexmt.is_none() {
         tcb.timers.rexmt.set(env.now.plus_nanos(tcb.rtt.rto_nanos()));
         tcb.rexmt_start.get_or_insert(env.now);
