@@ -132,15 +132,16 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 break;
             }
             let idx = tcb.snd_nxt_idx;
-            if tcb.sndq[idx].sacked {
+            // One lookup in the queue (a ring: each index computes a wrapped position).
+            let seg = &tcb.sndq[idx];
+            let (seg_seq, seg_len, seg_sent) = (seg.seq, seg.len(), seg.sent);
+            if seg.sacked {
                 // After an RTO: the peer holds this one; skip it.
-                tcb.snd_nxt = tcb.snd_nxt.max(tcb.sndq[idx].end());
+                tcb.snd_nxt = tcb.snd_nxt.max(seg_seq + seg_len);
                 tcb.snd_nxt_idx += 1;
-                sacked_below += tcb.sndq[idx].len();
+                sacked_below += seg_len;
                 continue;
             }
-            let seg_seq = tcb.sndq[idx].seq;
-            let seg_len = tcb.sndq[idx].len();
             let is_last = idx + 1 == tcb.sndq.len();
             // RFC 3042 limited transmit: the first two duplicate ACKs each let one new
             // segment out beyond cwnd.
@@ -178,13 +179,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // while a short segment sent before is unacknowledged, unless nodelay or the FIN
             // goes with it.
             let short = seg_len < smss;
-            if short
-                && is_last
-                && tcb.sndq[idx].sent == 0
-                && !tcb.opts.nodelay
-                && !tcb.fin_queued
-                && minshall_holds(tcb)
-            {
+            if short && is_last && seg_sent == 0 && !tcb.opts.nodelay && !tcb.fin_queued && minshall_holds(tcb) {
                 break;
             }
             let fin = is_last && tcb.fin_queued;
@@ -330,6 +325,7 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
 /// The window to advertise, as the header field, and the new right edge. Receiver SWS
 /// avoidance (RFC 9293 §3.8.6.2.2): the right edge moves only by min(buffer/2, MSS) or
 /// more, and never moves left.
+#[inline]
 pub(crate) fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
     let space = tcb.rcv_space() as u32;
     let mut right = tcb.rcv_nxt + space;
