@@ -262,7 +262,7 @@ impl PBuf {
     }
 
     /// Grow the data by `n` bytes at the front (into the headroom) and return them.
-    #[inline]
+    #[inline(always)]
     pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
         if n > self.head as usize {
             return Err(BufError::NoHeadroom);
