@@ -50,6 +50,44 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
         }
         _ => {}
     }
+    // The prediction for a connection that only receives (one test): nothing waits to be
+    // sent, no FIN, no retransmission owed, no recovery. Then `send_owed` would send nothing,
+    // and at most the ACK is owed.
+    let receiving =
+        tcb.snd_nxt_idx >= tcb.sndq.len() && !tcb.fin_queued && tcb.rexmt_now.is_none() && tcb.recovery.is_none();
+    let sent = !receiving && send_owed(env, tcb);
+    // Window updates are owed after the application reads (`recv` sets ack_now then), not
+    // merely because the SYN's unscaled window was small.
+    // A pure ACK carries SND.MAX, as BSD's tcp_output does, not SND.NXT: after a timeout
+    // pulled SND.NXT back, the peer may hold data beyond it, and would find an ACK at
+    // SND.NXT below its RCV.NXT, unacceptable (RFC 9293 §3.10.7.4), and drop it unread. With
+    // both ends in that state neither would ever learn what the other received.
+    if !sent && tcb.ack_now && super::fastout::pure_ack(env, tcb).is_none() {
+        let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
+    }
+    // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
+    let fin_owed = tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.snd_nxt_idx >= tcb.sndq.len();
+    if !sent && (tcb.ack_now || fin_owed) && env.pool.available() == 0 {
+        tcb.timers.retry.get_or_insert(env.now + RETRY_INTERVAL);
+    }
+    // Timers: retransmission while anything is in flight; persist when data waits on a
+    // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
+    if tcb.snd_max != tcb.snd_una {
+        arm_rexmt(env, tcb);
+    }
+    let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
+    if waiting && tcb.snd_max == tcb.snd_una {
+        if tcb.timers.persist.is_none() {
+            tcb.timers.persist.set(env.now + persist_interval(tcb));
+        }
+    } else {
+        tcb.timers.persist.clear();
+    }
+}
+
+/// What `output` sends besides a pure ACK: a retransmission owed, then new data (or what
+/// SACK recovery picks) and the FIN. Returns whether anything went out.
+fn send_owed(env: &mut Env, tcb: &mut Tcb) -> bool {
     let mut sent = false;
     // RFC 5681 §4.1: after an idle period longer than an RTO, restart from at most the
     // initial window instead of bursting a stale cwnd.
@@ -83,33 +121,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     } else {
         sent |= send_in_order(env, tcb);
     }
-    // Window updates are owed after the application reads (`recv` sets ack_now then), not
-    // merely because the SYN's unscaled window was small.
-    // A pure ACK carries SND.MAX, as BSD's tcp_output does, not SND.NXT: after a timeout
-    // pulled SND.NXT back, the peer may hold data beyond it, and would find an ACK at
-    // SND.NXT below its RCV.NXT, unacceptable (RFC 9293 §3.10.7.4), and drop it unread. With
-    // both ends in that state neither would ever learn what the other received.
-    if !sent && tcb.ack_now && super::fastout::pure_ack(env, tcb).is_none() {
-        let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
-    }
-    // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
-    let fin_owed = tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.snd_nxt_idx >= tcb.sndq.len();
-    if !sent && (tcb.ack_now || fin_owed) && env.pool.available() == 0 {
-        tcb.timers.retry.get_or_insert(env.now + RETRY_INTERVAL);
-    }
-    // Timers: retransmission while anything is in flight; persist when data waits on a
-    // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
-    if tcb.snd_max != tcb.snd_una {
-        arm_rexmt(env, tcb);
-    }
-    let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
-    if waiting && tcb.snd_max == tcb.snd_una {
-        if tcb.timers.persist.is_none() {
-            tcb.timers.persist.set(env.now + persist_interval(tcb));
-        }
-    } else {
-        tcb.timers.persist.clear();
-    }
+    sent
 }
 
 /// Send from `snd_nxt` on: new data, or everything not SACKed after an RTO sent snd_nxt back.
