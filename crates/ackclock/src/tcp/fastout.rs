@@ -62,25 +62,21 @@ pub(super) fn pure_ack(env: &mut Env, tcb: &mut Tcb) -> Option<bool> {
 
 /// Send segment `idx` of the send queue, new data of at most one MSS without FIN, as
 /// `output::send_data` would, in one pass: `None` if the prediction fails, after at most the
-/// pass's header fields were taken (`memo`, as `send_data` takes them first too), else
-/// whether it went out. The prediction: never sent (no retransmission bookkeeping), the
+/// pass's header fields were taken (`memo`, which `send_data` then reuses: it would have
+/// taken the same ones), else whether it went out. The prediction: never sent (no retransmission bookkeeping), the
 /// buffer ours alone with its payload sum cached, no SACK block owed, no trace, and the
 /// hop's headers prebuilt.
 #[inline]
 pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut Option<Fields>) -> Option<bool> {
-    let mss = tcb.eff_mss as u32;
-    let seg = &tcb.sndq[idx];
-    let (seq, len) = (seg.seq, seg.len());
-    if len > mss || seg.sent > 0 || env.trace.on() || !plain_ack_predicted(tcb) || !seg.buf.is_unique() {
+    if env.trace.on() || !plain_ack_predicted(tcb) {
         return None;
     }
-    let payload_sum = seg.buf.cached_sum_from(0)?;
-    let flags = if idx + 1 == tcb.sndq.len() { TcpFlags::ACK | TcpFlags::PSH } else { TcpFlags::ACK };
     // `pass_hdr` without SACK blocks (none are owed): the first segment of a pass takes the
-    // fields, the others reuse them.
+    // fields, the others reuse them; so does `send_data` if the prediction fails below.
     let f = match *memo {
-        Some(f) => f,
-        None => {
+        // The same test as `pass_hdr`'s (with SACK off, out-of-order data also stops reuse).
+        Some(f) if tcb.ooo.is_empty() && tcb.dsack.is_none() => f,
+        _ => {
             let ack = tcb.ack_seq();
             let ts = tcb.ts_enabled.then(|| (tcb.ts_now(env.now), tcb.ts_recent));
             let window = window_field(tcb, ack, false);
@@ -89,9 +85,17 @@ pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut 
             f
         }
     };
+    let mss = tcb.eff_mss as u32;
+    let flags = if idx + 1 == tcb.sndq.len() { TcpFlags::ACK | TcpFlags::PSH } else { TcpFlags::ACK };
+    // One lookup in the queue; the hop and the tuple are other fields of the TCB.
+    let seg = tcb.sndq.get_mut(idx)?;
+    let (seq, len) = (seg.seq, seg.len());
+    if len > mss || seg.sent > 0 || !seg.buf.is_unique() {
+        return None;
+    }
+    let payload_sum = seg.buf.cached_sum_from(0)?;
     let (src, dst) = (tcb.tuple.local_addr, tcb.tuple.remote_addr);
     let (w, hl) = words(&tcb.tuple, seq, f.ack, flags, f.window, f.ts, len as usize, Some(payload_sum));
-    let seg = &mut tcb.sndq[idx];
     let (pre, ident) = env.iface.prebuilt(env.now, &tcb.hop, src, dst, IpProtocol::TCP)?;
     let below = pre.len();
     let Ok(out) = seg.buf.prepend(below + hl) else {

@@ -337,7 +337,7 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
 /// The window to advertise, as the header field, and the new right edge. Receiver SWS
 /// avoidance (RFC 9293 §3.8.6.2.2): the right edge moves only by min(buffer/2, MSS) or
 /// more, and never moves left.
-#[inline]
+#[inline(always)]
 pub(crate) fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
     let space = tcb.rcv_space() as u32;
     let mut right = tcb.rcv_nxt + space;
