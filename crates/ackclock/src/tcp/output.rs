@@ -131,6 +131,8 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
     let smss = tcb.eff_mss as u32;
     // The ACK, window and timestamps of this pass's segments, once the first has them.
     let mut fields = None;
+    // Only ACKs and timers move the congestion window: one read per pass.
+    let cwnd = tcb.cwnd();
     // After an RTO sent snd_nxt back, the SACKed segments it passes are not in flight:
     // count them out, or each hole would wait for a cumulative ACK.
     let mut sacked_below: u32 = if tcb.sack_enabled && tcb.snd_nxt < tcb.snd_max {
@@ -163,7 +165,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // the congestion window counts only what is in the network.
             let outstanding = tcb.snd_nxt.since(tcb.snd_una);
             let rwnd_room = tcb.snd_wnd.saturating_sub(outstanding);
-            let cwnd_room = tcb.cwnd().saturating_add(limited).saturating_sub(outstanding.saturating_sub(sacked_below));
+            let cwnd_room = cwnd.saturating_add(limited).saturating_sub(outstanding.saturating_sub(sacked_below));
             let usable = rwnd_room.min(cwnd_room);
             // A segment partly below snd_nxt (after a rewind) is sent whole; count only the
             // part beyond snd_nxt against the window.
