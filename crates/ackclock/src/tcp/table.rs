@@ -131,14 +131,7 @@ impl Tcp {
     /// `INET_CSK_CLEAR_TIMERS`); the wake-up finds nothing due and drops the entry.
     #[inline]
     pub(super) fn rearm(&mut self, idx: u32) {
-        let earliest = self.tcb(idx).and_then(|t| t.timers.earliest());
-        self.rearm_at(idx, earliest);
-    }
-
-    /// [`rearm`](Self::rearm) with the connection's earliest timer already read.
-    #[inline]
-    pub(super) fn rearm_at(&mut self, idx: u32, earliest: Option<Instant>) {
-        if let Some(t) = earliest {
+        if let Some(t) = self.tcb(idx).and_then(|t| t.timers.earliest()) {
             if self.wheel.deadline(idx).is_none_or(|cur| cur > t) {
                 self.wheel.schedule(idx, t);
             }
