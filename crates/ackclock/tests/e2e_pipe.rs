@@ -297,21 +297,10 @@ fn listener_and_connection_lookups_see_every_change() {
         p.run_until(Duration::from_secs(1), |p| p.a.tcp_readiness(c).is_ok_and(|r| r.closed));
         p.a.tcp_readiness(c).unwrap().error
     };
-    // Listen on `port` and connect to it: the listener, the client's and the server's ends.
-    let open = |p: &mut Pair, port: u16| {
-        let l = p.b.tcp_listen(SocketAddrV4::new(B, port), 16).unwrap();
-        let c = p.a.tcp_connect(SocketAddrV4::new(B, port)).unwrap();
-        let mut s = None;
-        assert!(p.run_until(Duration::from_secs(1), |p| {
-            s = s.or_else(|| p.b.tcp_accept(l).ok());
-            s.is_some() && p.a.tcp_readiness(c).unwrap().writable
-        }));
-        (l, c, s.unwrap())
-    };
     assert_eq!(refused(&mut p, 80), Some(Error::Refused), "nothing listens yet");
-    let (l, c, s) = open(&mut p, 80);
+    let (l, c, s) = p.listen_and_connect(80);
     assert_eq!(refused(&mut p, 81), Some(Error::Refused), "another port still refuses");
-    let (_, c81, s81) = open(&mut p, 81);
+    let (_, c81, s81) = p.listen_and_connect(81);
     p.b.tcp_unlisten(l).unwrap();
     assert_eq!(refused(&mut p, 80), Some(Error::Refused), "the closed listener's port refuses again");
     // The connections made before still carry data.

@@ -5,7 +5,7 @@ use ackclock::buf::PoolConfig;
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Device, Impaired, PipeConfig, PipeEnd};
 use ackclock::time::{Duration, Instant};
-use ackclock::{Stack, StackConfig, TcpHandle};
+use ackclock::{ListenerHandle, Stack, StackConfig, TcpHandle};
 use core::net::Ipv4Addr;
 use std::net::SocketAddrV4;
 
@@ -131,6 +131,12 @@ impl<D: Link> Pair<D> {
     /// A connection from `a` to `b`'s `port` (a listener is opened there): the client's and
     /// the server's handles, once the server accepted and the client can write.
     pub fn connect(&mut self, port: u16) -> (TcpHandle, TcpHandle) {
+        let (_, c, s) = self.listen_and_connect(port);
+        (c, s)
+    }
+
+    /// [`connect`](Self::connect), also returning the listener's handle.
+    pub fn listen_and_connect(&mut self, port: u16) -> (ListenerHandle, TcpHandle, TcpHandle) {
         let l = self.b.tcp_listen(SocketAddrV4::new(B, port), 16).unwrap();
         let c = self.a.tcp_connect(SocketAddrV4::new(B, port)).unwrap();
         let mut server = None;
@@ -138,7 +144,7 @@ impl<D: Link> Pair<D> {
             server = server.or_else(|| p.b.tcp_accept(l).ok());
             server.is_some() && p.a.tcp_readiness(c).unwrap().writable
         }));
-        (c, server.unwrap())
+        (l, c, server.unwrap())
     }
 
     /// Close both ends of a connection, let every connection finish, and check that each
