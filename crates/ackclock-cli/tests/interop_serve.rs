@@ -79,10 +79,12 @@ both_modes!(curl_parallel_50, curl_parallel);
 /// Python sends 10 MB to echo (7) while reading, half-closes, and reads to EOF: the bytes
 /// that come back are the bytes sent.
 fn echo_half_close(mode: Mode) {
-    echo_half_close_with(mode, &[]);
+    echo_half_close_with(mode, &[], 60);
 }
 
-fn echo_half_close_with(mode: Mode, extra: &[&str]) -> String {
+/// The echo through serve started with `extra`; `client_timeout` (seconds) bounds the
+/// client's whole `sendall`. Returns serve's exit report.
+fn echo_half_close_with(mode: Mode, extra: &[&str], client_timeout: u32) -> String {
     if skip(&["python3"]) {
         return String::new();
     }
@@ -91,7 +93,7 @@ fn echo_half_close_with(mode: Mode, extra: &[&str]) -> String {
     let n = 10 * 1024 * 1024;
     let out = ns
         .command(300, "python3")
-        .args(["-c", ECHO_CLIENT, STACK_ADDR, "7", &n.to_string()])
+        .args(["-c", ECHO_CLIENT, STACK_ADDR, "7", &n.to_string(), "1", &client_timeout.to_string()])
         .output()
         .expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -120,8 +122,10 @@ fn lost_both_ways(log: &str) -> bool {
     lost.len() >= 2 && lost.iter().take(2).all(|&l| l > 0)
 }
 
+// The path moves about 150 KB/s each way (2% loss and the reordering, on a 40 ms round
+// trip), so 10 MB take 60-75 s to send: the client gets 240 s (the command itself 300).
 both_modes!(echo_10mb_half_close_impaired, |mode| {
-    let log = echo_half_close_with(mode, &["--impair", IMPAIR]);
+    let log = echo_half_close_with(mode, &["--impair", IMPAIR], 240);
     assert!(log.is_empty() || lost_both_ways(&log), "no loss injected? {log}");
 });
 
