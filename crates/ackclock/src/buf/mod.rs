@@ -262,7 +262,7 @@ impl PBuf {
     }
 
     /// Grow the data by `n` bytes at the front (into the headroom) and return them.
-    #[inline]
+    #[inline(always)]
     pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
         if n > self.head as usize {
             return Err(BufError::NoHeadroom);
@@ -273,7 +273,11 @@ impl PBuf {
         self.head -= n as u32;
         self.len += n as u32;
         let head = self.head as usize;
-        self.bytes_mut(head, n)
+        // SAFETY: as in `bytes_mut`, whose uniqueness test was just made (a header written
+        // in front of every frame sent should not pay for it twice): in bounds (the new head
+        // is at or after the buffer's start, and `n` bytes end at the old head); this handle
+        // is the only one, borrowed mutably for the returned lifetime.
+        unsafe { Ok(core::slice::from_raw_parts_mut(self.pool.buffer_ptr(self.index).add(head), n)) }
     }
 
     /// Grow the data by `n` bytes at the end and return them. The bytes hold whatever the

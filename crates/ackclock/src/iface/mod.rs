@@ -601,7 +601,7 @@ impl Interface {
     /// the same neighbour and the entry fresh. The frame is then [`NextHop::Resolved`].
     /// `None` sends the caller through [`encapsulate`](Self::encapsulate), which builds
     /// them (and keeps them in `hop`).
-    #[inline]
+    #[inline(always)]
     pub fn prebuilt<'h>(
         &mut self,
         now: Instant,

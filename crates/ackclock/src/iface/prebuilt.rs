@@ -65,7 +65,7 @@ impl Prebuilt {
     /// Prepend the headers to `data` (the IP payload, whose length is `payload` bytes)
     /// with this total length and identification. `out` is the headroom just claimed:
     /// [`len`](Self::len) bytes.
-    #[inline]
+    #[inline(always)]
     pub fn write(&self, out: &mut [u8], payload: usize, ident: u16) {
         let total = (IP + payload) as u16;
         let csum = !checksum::fold(self.sum as u64 + total as u64 + ident as u64);

@@ -87,11 +87,28 @@ pub(crate) fn is_plain(h: &Hdr) -> bool {
 /// bytes `TcpRepr::emit` writes for the same fields.
 #[inline(always)]
 fn plain_words(tuple: &FourTuple, h: &Hdr, payload_len: usize, payload_sum: Option<u16>) -> ([u32; 8], usize) {
-    let hl = if h.ts.is_some() { 32 } else { 20 };
+    words(tuple, h.seq, h.ack, h.flags, h.window, h.ts, payload_len, payload_sum)
+}
+
+/// [`plain_words`] from the fields themselves, for the predicted transmit path
+/// (`tcp::fastout`), which keeps them in registers rather than in a [`Hdr`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn words(
+    tuple: &FourTuple,
+    seq: SeqNumber,
+    ack: SeqNumber,
+    flags: TcpFlags,
+    window: u16,
+    ts: Option<(u32, u32)>,
+    payload_len: usize,
+    payload_sum: Option<u16>,
+) -> ([u32; 8], usize) {
+    let hl = if ts.is_some() { 32 } else { 20 };
     let ports = (tuple.local_port as u32) << 16 | tuple.remote_port as u32;
-    let (seq, ack) = (h.seq.0, h.ack.0);
-    let off_flags = ((hl as u32 / 4) << 28) | (h.flags.bits() as u32) << 16 | h.window as u32;
-    let (val, ecr) = h.ts.unwrap_or((0, 0));
+    let (seq, ack) = (seq.0, ack.0);
+    let off_flags = ((hl as u32 / 4) << 28) | (flags.bits() as u32) << 16 | window as u32;
+    let (val, ecr) = ts.unwrap_or((0, 0));
     // The pseudo-header (RFC 9293 §3.1): addresses, protocol, TCP length.
     let pseudo = tuple.local_addr.to_bits() as u64
         + tuple.remote_addr.to_bits() as u64
@@ -100,7 +117,7 @@ fn plain_words(tuple: &FourTuple, h: &Hdr, payload_len: usize, payload_sum: Opti
     let csum = match payload_sum {
         Some(p) => {
             let mut acc = ports as u64 + seq as u64 + ack as u64 + off_flags as u64;
-            if h.ts.is_some() {
+            if ts.is_some() {
                 acc += TS_PREFIX as u64 + val as u64 + ecr as u64;
             }
             // The header is a whole number of words: the payload's sum adds unswapped.
@@ -113,7 +130,7 @@ fn plain_words(tuple: &FourTuple, h: &Hdr, payload_len: usize, payload_sum: Opti
 }
 
 #[inline(always)]
-fn write_words(out: &mut [u8], w: &[u32; 8]) {
+pub(super) fn write_words(out: &mut [u8], w: &[u32; 8]) {
     if let Ok(o) = <&mut [u8; 32]>::try_from(&mut *out) {
         for (i, w) in w.iter().enumerate() {
             o[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());

@@ -31,6 +31,7 @@ macro_rules! env {
 pub mod cc;
 pub mod config;
 pub(crate) mod env;
+mod fastout;
 pub(crate) mod hash;
 pub(crate) mod header;
 pub(crate) mod input;
@@ -207,10 +208,20 @@ impl Tcp {
     }
 
     /// Run the timers that are due.
+    #[inline]
     pub(crate) fn run_timers(&mut self, now: Instant, io: Io<'_>) {
-        let Io { pool, iface, tx } = io;
         self.expire_time_wait(now);
         self.reclaim_idle(now);
+        // Nearly always: nothing on the wheel is due yet (one comparison, and no call).
+        if self.wheel.may_fire(now) {
+            self.run_wheel(now, io);
+        }
+    }
+
+    /// The connection timers of [`run_timers`](Self::run_timers), once one may be due.
+    #[inline(never)]
+    fn run_wheel(&mut self, now: Instant, io: Io<'_>) {
+        let Io { pool, iface, tx } = io;
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, |k| expired.push(k));
         for &idx in &expired {
@@ -265,13 +276,18 @@ impl Tcp {
                 starved = Some(idx);
             }
             let time_wait = tcb.state == State::TimeWait && !tcb.dirty;
-            self.rearm(idx);
+            let earliest = tcb.timers.earliest();
+            self.rearm_at(idx, earliest);
             if time_wait {
                 self.compact_time_wait(now, idx);
             }
         }
         // What the full device queue left for next time stays dirty.
-        self.dirty.drain(..i);
+        if i == self.dirty.len() {
+            self.dirty.clear();
+        } else {
+            self.dirty.drain(..i);
+        }
         self.dirty.extend(starved);
     }
 

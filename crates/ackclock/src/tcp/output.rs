@@ -50,6 +50,44 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
         }
         _ => {}
     }
+    // The prediction for a connection that only receives (one test): nothing waits to be
+    // sent, no FIN, no retransmission owed, no recovery. Then `send_owed` would send nothing,
+    // and at most the ACK is owed.
+    let receiving =
+        tcb.snd_nxt_idx >= tcb.sndq.len() && !tcb.fin_queued && tcb.rexmt_now.is_none() && tcb.recovery.is_none();
+    let sent = !receiving && send_owed(env, tcb);
+    // Window updates are owed after the application reads (`recv` sets ack_now then), not
+    // merely because the SYN's unscaled window was small.
+    // A pure ACK carries SND.MAX, as BSD's tcp_output does, not SND.NXT: after a timeout
+    // pulled SND.NXT back, the peer may hold data beyond it, and would find an ACK at
+    // SND.NXT below its RCV.NXT, unacceptable (RFC 9293 §3.10.7.4), and drop it unread. With
+    // both ends in that state neither would ever learn what the other received.
+    if !sent && tcb.ack_now && super::fastout::pure_ack(env, tcb).is_none() {
+        let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
+    }
+    // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
+    let fin_owed = tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.snd_nxt_idx >= tcb.sndq.len();
+    if !sent && (tcb.ack_now || fin_owed) && env.pool.available() == 0 {
+        tcb.timers.retry.get_or_insert(env.now + RETRY_INTERVAL);
+    }
+    // Timers: retransmission while anything is in flight; persist when data waits on a
+    // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
+    if tcb.snd_max != tcb.snd_una {
+        arm_rexmt(env, tcb);
+    }
+    let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
+    if waiting && tcb.snd_max == tcb.snd_una {
+        if tcb.timers.persist.is_none() {
+            tcb.timers.persist.set(env.now + persist_interval(tcb));
+        }
+    } else {
+        tcb.timers.persist.clear();
+    }
+}
+
+/// What `output` sends besides a pure ACK: a retransmission owed, then new data (or what
+/// SACK recovery picks) and the FIN. Returns whether anything went out.
+fn send_owed(env: &mut Env, tcb: &mut Tcb) -> bool {
     let mut sent = false;
     // RFC 5681 §4.1: after an idle period longer than an RTO, restart from at most the
     // initial window instead of bursting a stale cwnd.
@@ -83,33 +121,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     } else {
         sent |= send_in_order(env, tcb);
     }
-    // Window updates are owed after the application reads (`recv` sets ack_now then), not
-    // merely because the SYN's unscaled window was small.
-    // A pure ACK carries SND.MAX, as BSD's tcp_output does, not SND.NXT: after a timeout
-    // pulled SND.NXT back, the peer may hold data beyond it, and would find an ACK at
-    // SND.NXT below its RCV.NXT, unacceptable (RFC 9293 §3.10.7.4), and drop it unread. With
-    // both ends in that state neither would ever learn what the other received.
-    if !sent && tcb.ack_now {
-        let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
-    }
-    // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
-    let fin_owed = tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.snd_nxt_idx >= tcb.sndq.len();
-    if !sent && (tcb.ack_now || fin_owed) && env.pool.available() == 0 {
-        tcb.timers.retry.get_or_insert(env.now + RETRY_INTERVAL);
-    }
-    // Timers: retransmission while anything is in flight; persist when data waits on a
-    // zero window with nothing in flight to bring an ACK back (RFC 9293 §3.8.6.1).
-    if tcb.snd_max != tcb.snd_una {
-        arm_rexmt(env, tcb);
-    }
-    let waiting = tcb.snd_nxt_idx < tcb.sndq.len();
-    if waiting && tcb.snd_max == tcb.snd_una {
-        if tcb.timers.persist.is_none() {
-            tcb.timers.persist.set(env.now + persist_interval(tcb));
-        }
-    } else {
-        tcb.timers.persist.clear();
-    }
+    sent
 }
 
 /// Send from `snd_nxt` on: new data, or everything not SACKed after an RTO sent snd_nxt back.
@@ -119,6 +131,8 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
     let smss = tcb.eff_mss as u32;
     // The ACK, window and timestamps of this pass's segments, once the first has them.
     let mut fields = None;
+    // Only ACKs and timers move the congestion window: one read per pass.
+    let cwnd = tcb.cwnd();
     // After an RTO sent snd_nxt back, the SACKed segments it passes are not in flight:
     // count them out, or each hole would wait for a cumulative ACK.
     let mut sacked_below: u32 = if tcb.sack_enabled && tcb.snd_nxt < tcb.snd_max {
@@ -132,15 +146,16 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 break;
             }
             let idx = tcb.snd_nxt_idx;
-            if tcb.sndq[idx].sacked {
+            // One lookup in the queue (a ring: each index computes a wrapped position).
+            let seg = &tcb.sndq[idx];
+            let (seg_seq, seg_len, seg_sent) = (seg.seq, seg.len(), seg.sent);
+            if seg.sacked {
                 // After an RTO: the peer holds this one; skip it.
-                tcb.snd_nxt = tcb.snd_nxt.max(tcb.sndq[idx].end());
+                tcb.snd_nxt = tcb.snd_nxt.max(seg_seq + seg_len);
                 tcb.snd_nxt_idx += 1;
-                sacked_below += tcb.sndq[idx].len();
+                sacked_below += seg_len;
                 continue;
             }
-            let seg_seq = tcb.sndq[idx].seq;
-            let seg_len = tcb.sndq[idx].len();
             let is_last = idx + 1 == tcb.sndq.len();
             // RFC 3042 limited transmit: the first two duplicate ACKs each let one new
             // segment out beyond cwnd.
@@ -150,7 +165,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // the congestion window counts only what is in the network.
             let outstanding = tcb.snd_nxt.since(tcb.snd_una);
             let rwnd_room = tcb.snd_wnd.saturating_sub(outstanding);
-            let cwnd_room = tcb.cwnd().saturating_add(limited).saturating_sub(outstanding.saturating_sub(sacked_below));
+            let cwnd_room = cwnd.saturating_add(limited).saturating_sub(outstanding.saturating_sub(sacked_below));
             let usable = rwnd_room.min(cwnd_room);
             // A segment partly below snd_nxt (after a rewind) is sent whole; count only the
             // part beyond snd_nxt against the window.
@@ -178,17 +193,13 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // while a short segment sent before is unacknowledged, unless nodelay or the FIN
             // goes with it.
             let short = seg_len < smss;
-            if short
-                && is_last
-                && tcb.sndq[idx].sent == 0
-                && !tcb.opts.nodelay
-                && !tcb.fin_queued
-                && minshall_holds(tcb)
-            {
+            if short && is_last && seg_sent == 0 && !tcb.opts.nodelay && !tcb.fin_queued && minshall_holds(tcb) {
                 break;
             }
             let fin = is_last && tcb.fin_queued;
-            if !send_data(env, tcb, idx, fin, &mut fields) {
+            // Nearly always a new segment without FIN: the predicted path, else the full one.
+            let predicted = if fin { None } else { super::fastout::data_segment(env, tcb, idx, &mut fields) };
+            if !predicted.unwrap_or_else(|| send_data(env, tcb, idx, fin, &mut fields)) {
                 break;
             }
             sent = true;
@@ -328,6 +339,7 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
 /// The window to advertise, as the header field, and the new right edge. Receiver SWS
 /// avoidance (RFC 9293 §3.8.6.2.2): the right edge moves only by min(buffer/2, MSS) or
 /// more, and never moves left.
+#[inline(always)]
 pub(crate) fn window_field(tcb: &mut Tcb, ack: SeqNumber, syn: bool) -> u16 {
     let space = tcb.rcv_space() as u32;
     let mut right = tcb.rcv_nxt + space;
@@ -406,9 +418,9 @@ fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, opt
 /// leave nothing for the next to change, and `now` is the same.
 #[derive(Clone, Copy)]
 pub(crate) struct Fields {
-    ack: SeqNumber,
-    window: u16,
-    ts: Option<(u32, u32)>,
+    pub(super) ack: SeqNumber,
+    pub(super) window: u16,
+    pub(super) ts: Option<(u32, u32)>,
 }
 
 /// [`common_hdr`] for the segments of one pass: from `memo` once a segment without SACK
@@ -437,7 +449,7 @@ fn pass_hdr(
 }
 
 /// Bookkeeping after any segment carrying an ACK left.
-fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
+pub(super) fn acked_sent(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber) {
     if tcb.unacked_segs > 0 {
         // Linux `tcp_dec_quickack_mode`: an ACK of new data spends a quick ACK, whether
         // it went alone or rode on data.
@@ -530,7 +542,7 @@ pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, h: &Hdr) -> bool {
 /// RFC 6298 §5.1: something is in flight; start the retransmission timer unless it runs,
 /// and mark when this episode of unacknowledged data began (for the user timeout).
 #[inline]
-fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
+pub(super) fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
     if tcb.timers.rexmt.is_none() {
         tcb.timers.rexmt.set(env.now.plus_nanos(tcb.rtt.rto_nanos()));
         tcb.rexmt_start.get_or_insert(env.now);

@@ -131,7 +131,14 @@ impl Tcp {
     /// `INET_CSK_CLEAR_TIMERS`); the wake-up finds nothing due and drops the entry.
     #[inline]
     pub(super) fn rearm(&mut self, idx: u32) {
-        if let Some(t) = self.tcb(idx).and_then(|t| t.timers.earliest()) {
+        let earliest = self.tcb(idx).and_then(|t| t.timers.earliest());
+        self.rearm_at(idx, earliest);
+    }
+
+    /// [`rearm`](Self::rearm) with the connection's earliest timer already read.
+    #[inline]
+    pub(super) fn rearm_at(&mut self, idx: u32, earliest: Option<Instant>) {
+        if let Some(t) = earliest {
             if self.wheel.deadline(idx).is_none_or(|cur| cur > t) {
                 self.wheel.schedule(idx, t);
             }

@@ -94,6 +94,10 @@ pub struct TimerWheel {
     now: Instant,
     len: usize,
     slot_visits: u64,
+    /// No scheduled entry is due before this time (nanoseconds): a lower bound, lowered by
+    /// every [`schedule`](Self::schedule) and raised by every [`expire`](Self::expire) that
+    /// walks the wheel. An `expire` before it has nothing to fire and returns at once.
+    floor: u64,
 }
 
 impl TimerWheel {
@@ -114,6 +118,7 @@ impl TimerWheel {
             now,
             len: 0,
             slot_visits: 0,
+            floor: u64::MAX,
         }
     }
 
@@ -163,6 +168,7 @@ impl TimerWheel {
             self.unlink(key);
         }
         self.nodes[key as usize].deadline = deadline.total_nanos();
+        self.floor = self.floor.min(deadline.total_nanos());
         self.file(key);
     }
 
@@ -204,7 +210,38 @@ impl TimerWheel {
     /// entries fired or re-filed; empty stretches of any length are skipped. A `now` earlier
     /// than [`now`](Self::now) does not move the wheel back; it still fires entries due by
     /// that `now`.
-    pub fn expire(&mut self, now: Instant, mut f: impl FnMut(u32)) {
+    ///
+    /// Before the earliest deadline (a bound kept by `schedule` and by the last walk) it
+    /// returns after one comparison, without moving the wheel: most calls, on a stack that
+    /// runs its timers on every pass, find nothing due.
+    #[inline]
+    pub fn expire(&mut self, now: Instant, f: impl FnMut(u32)) {
+        if !self.may_fire(now) {
+            self.now = self.now.max(now);
+            return;
+        }
+        self.walk(now, f);
+    }
+
+    /// Whether an [`expire`](Self::expire) at `now` might fire anything: false before a
+    /// lower bound of every deadline (exact enough that, between timers, it is false).
+    #[inline]
+    pub fn may_fire(&self, now: Instant) -> bool {
+        now.total_nanos() >= self.floor
+    }
+
+    /// [`expire`](Self::expire) once something may be due: advance, fire, and raise the
+    /// floor to the start of the earliest non-empty slot (every entry left is due after
+    /// `now`, and none before the start of its slot's span).
+    fn walk(&mut self, now: Instant, mut f: impl FnMut(u32)) {
+        self.walk_to(now, &mut f);
+        self.floor = match self.first_slot() {
+            Some((_, start)) => start.saturating_mul(self.tick_nanos).max(now.total_nanos().saturating_add(1)),
+            None => u64::MAX,
+        };
+    }
+
+    fn walk_to(&mut self, now: Instant, f: &mut impl FnMut(u32)) {
         let target = (now.total_nanos() / self.tick_nanos).max(self.cur);
         self.now = self.now.max(now);
         loop {
@@ -212,14 +249,14 @@ impl TimerWheel {
             let busy = self.occupied[0] & (1 << current) != 0;
             if self.cur == target {
                 if busy {
-                    self.fire_due(current, now.total_nanos(), &mut f);
+                    self.fire_due(current, now.total_nanos(), f);
                 }
                 return;
             }
             // Every entry filed at a tick before `target` is due: its deadline is before
             // (cur + 1) * tick <= target * tick <= now.
             if busy {
-                self.fire_all(current, now.total_nanos(), &mut f);
+                self.fire_all(current, now.total_nanos(), f);
             }
             // The current slot is empty now, so the first non-empty slot starts after `cur`.
             match self.first_slot() {
@@ -405,6 +442,32 @@ mod tests {
         assert_eq!(fire(&mut w, ms(1_000_000)), [3]);
         assert!(w.is_empty());
         assert_eq!(w.next_deadline(), None);
+    }
+
+    /// An expire before every deadline returns without walking the wheel (no slot visited),
+    /// and a deadline scheduled earlier than the others still fires on time: the floor it
+    /// checks against only moves down on `schedule`, up on a walk.
+    #[test]
+    fn expire_before_the_floor_walks_nothing() {
+        let mut w = TimerWheel::new(8, MS, ms(0));
+        assert!(!w.may_fire(ms(1_000_000)), "an empty wheel fires nothing");
+        w.schedule(0, ms(5000));
+        for t in 1..100 {
+            assert_eq!(fire(&mut w, ms(t)), NONE);
+        }
+        assert_eq!(w.slot_visits(), 0);
+        assert_eq!(w.now(), ms(99));
+        w.schedule(1, ms(150));
+        assert!(!w.may_fire(ms(149)));
+        assert!(w.may_fire(ms(150)));
+        assert_eq!(fire(&mut w, ms(150)), [1]);
+        // After the walk the floor is back near the remaining deadline.
+        assert!(!w.may_fire(ms(151)));
+        w.schedule(1, ms(120));
+        assert_eq!(fire(&mut w, ms(151)), [1], "a deadline already past fires at the next expire");
+        assert_eq!(fire(&mut w, ms(4999)), NONE);
+        assert_eq!(fire(&mut w, ms(5000)), [0]);
+        assert!(!w.may_fire(Instant::from_nanos(u64::MAX - 1)));
     }
 
     #[test]
