@@ -690,6 +690,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Opt
     if retransmit {
         if let Some(r) = tcb.recovery.as_mut() {
             r.high_rxt = r.high_rxt.max(seq + len);
+            super::recovery::note_retransmit(tcb, seq, h.ts.map_or(0, |t| t.0));
         }
     }
     if idx >= tcb.snd_nxt_idx {

@@ -35,23 +35,106 @@ pub(crate) struct Recovery {
     pub rescue_rxt: SeqNumber,
 }
 
+/// What it takes to undo a loss response that proves unnecessary: Linux's `undo_marker`,
+/// `undo_retrans` and `retrans_stamp`. Made when a recovery episode begins, it outlives the
+/// episode for the D-SACKs that come after its end, until the next episode or a timeout.
+///
+/// Reordering is the usual cause: a segment held back by a few others draws three duplicate
+/// ACKs, is retransmitted, and then arrives. Without an undo the window stays halved for a
+/// loss that did not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Undo {
+    /// snd_una when the episode began: its retransmissions all lie above.
+    pub marker: SeqNumber,
+    /// Segments retransmitted in the episode.
+    pub sent: u16,
+    /// Of those, the ones no D-SACK has shown to be unnecessary yet.
+    pub unproven: u16,
+    /// The first retransmission: its sequence number and the TSval it carried.
+    pub first: Option<(SeqNumber, u32)>,
+    /// The Eifel verdict on the first retransmission (RFC 3522 §3.2), given by the first ACK
+    /// that covers it: whether that ACK echoed a timestamp older than the retransmission's,
+    /// so that the original, not the retransmission, reached the receiver.
+    pub eifel: Option<bool>,
+}
+
+/// A segment of `seq` was retransmitted with TSval `tsval` during recovery.
+#[inline]
+pub(crate) fn note_retransmit(tcb: &mut Tcb, seq: SeqNumber, tsval: u32) {
+    if let (Some(u), true) = (tcb.undo.as_mut(), tcb.recovery.is_some()) {
+        u.sent = u.sent.saturating_add(1);
+        u.unproven = u.unproven.saturating_add(1);
+        u.first.get_or_insert((seq, tsval));
+    }
+}
+
+/// RFC 3522 §3.2: the first ACK to cover the first retransmission tells, by the timestamp
+/// it echoes, which of the two copies reached the receiver first. RFC 7323 §4.3's receiver
+/// echoes the segment that filled the hole: the original carries an older TSval.
+pub(crate) fn eifel_check(tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u32)>) {
+    let ts_enabled = tcb.ts_enabled;
+    let Some(u) = tcb.undo.as_mut() else { return };
+    if let (None, Some((seq, tsval))) = (u.eifel, u.first) {
+        if ack > seq {
+            u.eifel = Some(match ts {
+                Some((_, ecr)) if ts_enabled && ecr != 0 => (ecr.wrapping_sub(tsval) as i32) < 0,
+                _ => false,
+            });
+        }
+    }
+}
+
+/// A D-SACK showed that the retransmission of `[l, r)` was unnecessary (RFC 2883 §4, RFC
+/// 3708): count it against the episode, and undo once every retransmission is accounted
+/// for, if the episode is over (during one, its end decides).
+pub(crate) fn on_dsack(env: &mut Env, tcb: &mut Tcb, l: SeqNumber, r: SeqNumber) {
+    let smss = (tcb.eff_mss as u32).max(1);
+    let Some(u) = tcb.undo.as_mut() else { return };
+    if l < u.marker {
+        return;
+    }
+    let segs = r.since(l).div_ceil(smss).min(u16::MAX as u32) as u16;
+    u.unproven = u.unproven.saturating_sub(segs);
+    if tcb.recovery.is_none() {
+        try_undo(env, tcb);
+    }
+}
+
+/// Undo the episode's loss response if it is shown unnecessary (Linux `tcp_may_undo`):
+/// D-SACKs for every segment it retransmitted, or a single retransmission that Eifel found
+/// was not needed (with more than one, the others may have repaired real losses).
+pub(crate) fn try_undo(env: &mut Env, tcb: &mut Tcb) {
+    let Some(u) = tcb.undo else { return };
+    if u.sent > 0 && (u.unproven == 0 || (u.eifel == Some(true) && u.sent == 1)) {
+        tcb.undo = None;
+        tcb.cc.on_spurious_loss(env.now);
+        tcb.stats.undos += 1;
+        env.trace.event(env.now, tcb, super::trace::Event::Undo);
+        env.trace.sample(env.now, tcb);
+    }
+}
+
 /// Apply the SACK blocks of an arriving ACK to the scoreboard (RFC 6675 §5 step "update the
 /// scoreboard"). Blocks outside `[snd_una, snd_max]` are ignored (they are either stale or
 /// hostile); a segment is SACKed only when a block covers all of it. Returns whether the
-/// ACK SACKed something new, and whether its first block was a D-SACK (RFC 2883 §4) that
+/// ACK SACKed something new, and its first block if it was a D-SACK (RFC 2883 §4) that
 /// shows one of our retransmissions to have been unnecessary. Blocks it ignores are counted
 /// (`sack_blocks_ignored`), as are blocks on a connection that did not negotiate SACK.
-pub(crate) fn update_scoreboard(tcb: &mut Tcb, seg: &Segment, counters: &mut Counters) -> (bool, bool) {
+pub(crate) fn update_scoreboard(
+    tcb: &mut Tcb,
+    seg: &Segment,
+    counters: &mut Counters,
+) -> (bool, Option<(SeqNumber, SeqNumber)>) {
     let blocks = seg.sack.as_slice();
     if !tcb.sack_enabled || blocks.is_empty() {
         counters.sack_blocks_ignored += blocks.len() as u64;
-        return (false, false);
+        return (false, None);
     }
     // RFC 2883 §4: the first block reports a duplicate if it starts below the cumulative ACK
     // of the same segment, or lies inside the second block. Either way it is no SACK.
     let (l0, r0) = (SeqNumber(blocks[0].0), SeqNumber(blocks[0].1));
     let dsack = l0 < seg.ack || blocks.get(1).is_some_and(|&(l1, r1)| SeqNumber(l1) <= l0 && r0 <= SeqNumber(r1));
-    let spurious = dsack && dsack_shows_spurious_retransmission(tcb, l0, r0);
+    let spurious = (dsack && dsack_shows_spurious_retransmission(tcb, l0, r0)).then_some((l0, r0));
     let mut newly = false;
     for (i, &(l, r)) in blocks.iter().enumerate() {
         if i == 0 && dsack {
@@ -198,6 +281,7 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
     let smss = tcb.eff_mss as u32;
     tcb.recover = tcb.snd_max;
     tcb.cc.on_loss(env.now, flight);
+    tcb.undo = Some(Undo { marker: tcb.snd_una, sent: 0, unproven: 0, first: None, eifel: None });
     let sack = tcb.sack_enabled;
     tcb.recovery = Some(Recovery { point: tcb.snd_max, sack, high_rxt: tcb.snd_una, rescue_rxt: tcb.snd_una });
     // NewReno: cwnd = ssthresh + 3 SMSS (the three segments that left the network).
@@ -283,6 +367,7 @@ pub(crate) fn on_ack_in_recovery(env: &mut Env, tcb: &mut Tcb, acked: u32) -> bo
         tcb.dupacks = 0;
         tcb.cc.on_recovery_end(env.now);
         env.trace.event(env.now, tcb, super::trace::Event::RecoveryEnd);
+        try_undo(env, tcb);
         return true;
     }
     // Partial ACK.
@@ -333,6 +418,7 @@ pub(crate) fn clear_if_reneged(tcb: &mut Tcb) {
 /// Leave recovery because the retransmission timer fired.
 pub(crate) fn abandon(tcb: &mut Tcb) {
     tcb.recovery = None;
+    tcb.undo = None;
     tcb.inflation = 0;
     tcb.dupacks = 0;
     tcb.rexmt_now = None;

@@ -31,6 +31,9 @@ pub struct ConnStats {
     pub sack_blocks: u64,
     /// Retransmissions found unnecessary (D-SACK).
     pub spurious_retransmits: u64,
+    /// Loss responses undone because every retransmission they made proved unnecessary
+    /// (D-SACK, or the Eifel timestamp check): the window came back.
+    pub undos: u64,
     /// Retransmission timeouts that found the peer had discarded data it SACKed (reneging,
     /// RFC 2018 §8): the SACK marks were cleared.
     pub sack_reneging: u64,

@@ -235,6 +235,7 @@ impl Tcp {
             inflation: 0,
             dupacks: 0,
             recovery: None,
+            undo: None,
             recover: iss,
             snd_max_at_dupack: iss,
             rxt_acked: [(iss, iss); recovery::RXT_ACKED],

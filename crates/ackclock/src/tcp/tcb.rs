@@ -410,6 +410,8 @@ pub(crate) struct Tcb {
     /// when the loss was signalled, before limited transmit sent more (RFC 5681 §3.2).
     pub snd_max_at_dupack: SeqNumber,
     pub recovery: Option<Recovery>,
+    /// Undoing the last loss response if it proves unnecessary (D-SACK, Eifel).
+    pub undo: Option<super::recovery::Undo>,
     /// RFC 6582's `recover`: snd_max when the last recovery (or RTO) began.
     pub recover: SeqNumber,
     /// The most recent ranges of retransmitted data the peer has acknowledged, newest first

@@ -70,6 +70,8 @@ pub enum Event {
     RecoveryEnd,
     /// The retransmission timer expired.
     Rto,
+    /// The last loss response was undone: its retransmissions proved unnecessary.
+    Undo,
 }
 
 /// One trace record.

@@ -72,6 +72,21 @@ pub struct Cubic {
     /// In the slow start that follows a retransmission timeout (RFC 3465 §2.3: L = 1 SMSS).
     after_rto: bool,
     rounds: Rounds,
+    /// The state before the last loss response, until a timeout or an undo (RFC 9438 §4.9).
+    prior: Option<Saved>,
+}
+
+/// What a loss response changes, saved to take it back if it proves unnecessary.
+#[derive(Debug, Clone, Copy)]
+struct Saved {
+    cwnd: u32,
+    ssthresh: u32,
+    phase: Phase,
+    w_max: u32,
+    cwnd_prior: u32,
+    epoch: Option<(Instant, u64)>,
+    w_est: u64,
+    restart_at_cwnd: bool,
 }
 
 /// ⌊∛x⌋ by Newton's method on integers.
@@ -116,6 +131,7 @@ impl Cubic {
             restart_at_cwnd: false,
             after_rto: false,
             rounds: Rounds { window_end: 0, last_min: None, current_min: None, samples: 0 },
+            prior: None,
         }
     }
 
@@ -291,6 +307,16 @@ impl CongestionControl for Cubic {
     }
 
     fn on_loss(&mut self, _now: Instant, flight: u32) {
+        self.prior = Some(Saved {
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+            phase: self.phase,
+            w_max: self.w_max,
+            cwnd_prior: self.cwnd_prior,
+            epoch: self.epoch,
+            w_est: self.w_est,
+            restart_at_cwnd: self.restart_at_cwnd,
+        });
         self.congestion_event(flight);
         self.cwnd = self.ssthresh;
         self.after_rto = false;
@@ -305,10 +331,26 @@ impl CongestionControl for Cubic {
         self.cwnd = self.smss;
         self.restart_at_cwnd = true;
         self.after_rto = true;
+        self.prior = None;
     }
 
     fn on_recovery_end(&mut self, _now: Instant) {
         self.cwnd = self.ssthresh;
+    }
+
+    fn on_spurious_loss(&mut self, _now: Instant) {
+        // RFC 9438 §4.9: cwnd, ssthresh, W_max, cwnd_prior (and with it K), the epoch and
+        // W_est as they were before the congestion event; cwnd not below the present one.
+        if let Some(p) = self.prior.take() {
+            self.cwnd = self.cwnd.max(p.cwnd);
+            self.ssthresh = self.ssthresh.max(p.ssthresh);
+            self.phase = p.phase;
+            self.w_max = p.w_max;
+            self.cwnd_prior = p.cwnd_prior;
+            self.epoch = p.epoch;
+            self.w_est = p.w_est;
+            self.restart_at_cwnd = p.restart_at_cwnd;
+        }
     }
 
     fn on_idle(&mut self, _now: Instant, restart_window: u32) {
@@ -370,6 +412,32 @@ mod tests {
         c.on_loss(Instant::ZERO, 70 * SMSS);
         assert_eq!(c.w_max, 70 * SMSS * 17 / 20);
         assert_eq!(c.ssthresh(), 49 * SMSS);
+    }
+
+    #[test]
+    fn an_unnecessary_loss_response_restores_the_curve() {
+        // RFC 9438 §4.9: after a spurious congestion event the state before it comes back —
+        // cwnd, ssthresh, W_max, cwnd_prior, the epoch and W_est — so the curve continues
+        // where it was. Only the last response, once; not after a timeout.
+        let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
+        c.cwnd = 100 * SMSS;
+        c.on_loss(Instant::ZERO, 100 * SMSS);
+        let now = Instant::from_secs(1);
+        for _ in 0..20 {
+            c.on_ack(&ack(now, SMSS, 100));
+        }
+        let before = (c.cwnd(), c.ssthresh(), c.w_max, c.cwnd_prior, c.epoch, c.w_est);
+        c.on_loss(now, c.cwnd());
+        assert!(c.cwnd() < before.0 && c.w_max != before.2);
+        c.on_ack(&ack(now, SMSS, 100));
+        c.on_spurious_loss(now);
+        assert_eq!((c.cwnd(), c.ssthresh(), c.w_max, c.cwnd_prior, c.epoch, c.w_est), before);
+        c.on_spurious_loss(now);
+        assert_eq!(c.cwnd(), before.0, "only once");
+        c.on_loss(now, c.cwnd());
+        c.on_rto(now, None);
+        c.on_spurious_loss(now);
+        assert_eq!(c.cwnd(), SMSS, "a timeout came after the loss: nothing to undo");
     }
 
     #[test]

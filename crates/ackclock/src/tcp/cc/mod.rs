@@ -85,6 +85,12 @@ pub trait CongestionControl: fmt::Debug + Send {
     fn on_rto(&mut self, now: Instant, flight: Option<u32>);
     /// Recovery completed (the recovery point was acknowledged).
     fn on_recovery_end(&mut self, now: Instant);
+    /// The last loss response was unnecessary: every segment it retransmitted had arrived
+    /// (the sender's D-SACK and timestamp checks, RFC 2883 and RFC 3522). Take back the
+    /// reduction of the last `on_loss` (RFC 9438 §4.9): the state saved then comes back,
+    /// but never a smaller window than the present one (Linux `tcp_undo_cwnd_reduction`).
+    /// Nothing happens if a timeout came after that loss, or if it was already undone.
+    fn on_spurious_loss(&mut self, now: Instant);
     /// The connection sat idle longer than an RTO; restart from at most `restart_window`
     /// (RFC 5681 §4.1).
     fn on_idle(&mut self, now: Instant, restart_window: u32);

@@ -16,6 +16,8 @@ pub struct NewReno {
     bytes_acked: u32,
     /// In the slow start that follows a retransmission timeout.
     after_rto: bool,
+    /// cwnd and ssthresh before the last loss response, until a timeout or an undo.
+    prior: Option<(u32, u32)>,
 }
 
 impl NewReno {
@@ -23,7 +25,14 @@ impl NewReno {
     pub fn new(smss: u32, iw_segments: u32) -> NewReno {
         let smss = smss.max(1);
         // RFC 5681 §3.1: ssthresh starts "arbitrarily high".
-        NewReno { smss, cwnd: initial_window(smss, iw_segments), ssthresh: u32::MAX, bytes_acked: 0, after_rto: false }
+        NewReno {
+            smss,
+            cwnd: initial_window(smss, iw_segments),
+            ssthresh: u32::MAX,
+            bytes_acked: 0,
+            after_rto: false,
+            prior: None,
+        }
     }
 }
 
@@ -78,6 +87,7 @@ impl CongestionControl for NewReno {
     }
 
     fn on_loss(&mut self, _now: Instant, flight: u32) {
+        self.prior = Some((self.cwnd, self.ssthresh));
         self.ssthresh = half_flight(flight, self.smss);
         self.cwnd = self.ssthresh;
         self.bytes_acked = 0;
@@ -91,11 +101,19 @@ impl CongestionControl for NewReno {
         self.cwnd = self.smss;
         self.bytes_acked = 0;
         self.after_rto = true;
+        self.prior = None;
     }
 
     fn on_recovery_end(&mut self, _now: Instant) {
         // Jacobson 1990: "the congestion window was inflated ... retract it" to ssthresh.
         self.cwnd = self.ssthresh;
+    }
+
+    fn on_spurious_loss(&mut self, _now: Instant) {
+        if let Some((cwnd, ssthresh)) = self.prior.take() {
+            self.cwnd = self.cwnd.max(cwnd);
+            self.ssthresh = self.ssthresh.max(ssthresh);
+        }
     }
 
     fn on_idle(&mut self, _now: Instant, restart_window: u32) {
@@ -174,5 +192,32 @@ mod tests {
         assert_eq!((c.cwnd(), c.ssthresh()), (1000, 15_000), "RTO: loss window of 1 SMSS");
         c.on_rto(Instant::ZERO, None);
         assert_eq!((c.cwnd(), c.ssthresh()), (1000, 15_000), "a repeated RTO holds ssthresh");
+    }
+
+    #[test]
+    fn an_unnecessary_loss_response_is_taken_back_once() {
+        // RFC 9438 §4.9 and Linux `tcp_undo_cwnd_reduction`: the window and threshold before
+        // the loss come back, never below what the window has grown to since.
+        let mut c = NewReno::new(1000, 10);
+        c.on_loss(Instant::ZERO, 20_000);
+        c.on_loss(Instant::ZERO, 10_000);
+        assert_eq!((c.cwnd(), c.ssthresh()), (5000, 5000));
+        c.on_spurious_loss(Instant::ZERO);
+        assert_eq!((c.cwnd(), c.ssthresh()), (10_000, 10_000), "only the last response is undone");
+        c.on_spurious_loss(Instant::ZERO);
+        assert_eq!((c.cwnd(), c.ssthresh()), (10_000, 10_000), "and only once");
+        // A timeout after the loss: nothing to undo.
+        c.on_loss(Instant::ZERO, 10_000);
+        c.on_rto(Instant::ZERO, None);
+        c.on_spurious_loss(Instant::ZERO);
+        assert_eq!((c.cwnd(), c.ssthresh()), (1000, 5000));
+        // In slow start (ssthresh still "arbitrarily high"), slow start resumes.
+        let mut c = NewReno::new(1000, 10);
+        c.on_loss(Instant::ZERO, 10_000);
+        for _ in 0..10 {
+            c.on_ack(&ack(1000));
+        }
+        c.on_spurious_loss(Instant::ZERO);
+        assert_eq!((c.cwnd(), c.ssthresh()), (10_000, u32::MAX));
     }
 }

@@ -320,10 +320,11 @@ pub(crate) fn synchronized(
         tcb.stats.sack_blocks += seg.sack.len() as u64;
     }
     let (sacked_new, spurious) = recovery::update_scoreboard(tcb, seg, env.counters);
-    if spurious {
+    if let Some((l, r)) = spurious {
         // RFC 2883 §4: the receiver got something we retransmitted twice; absent network
         // duplication, the retransmission was unnecessary.
         tcb.stats.spurious_retransmits += 1;
+        recovery::on_dsack(env, tcb, l, r);
     }
     if tcb.snd_una < seg.ack {
         ack_advance(env, tcb, seg.ack, seg.ts);
@@ -443,6 +444,7 @@ pub(crate) fn ack_advance(env: &mut Env, tcb: &mut Tcb, ack: SeqNumber, ts: Opti
     let (data_acked, sample) = ack_release(env, tcb, ack, ts);
     // The ack clock: recovery, or growth outside it.
     if tcb.recovery.is_some() {
+        recovery::eifel_check(tcb, ack, ts);
         recovery::on_ack_in_recovery(env, tcb, data_acked);
     } else {
         ack_grow(env, tcb, ack, data_acked, sample);
