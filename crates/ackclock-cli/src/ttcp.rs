@@ -485,6 +485,7 @@ fn single(args: &TtcpArgs, setup: &Setup) -> ExitCode {
             "fast_retransmits": o.sender.fast_retransmits,
             "rtos": o.sender.rtos,
             "spurious_retransmits": o.sender.spurious_retransmits,
+            "undos": o.sender.undos,
             "dup_acks": o.sender.dup_acks,
             "stack_retransmitted": o.sender_stack.retransmitted,
             "receiver_retransmitted": o.receiver_stack.retransmitted,
@@ -528,8 +529,8 @@ fn single(args: &TtcpArgs, setup: &Setup) -> ExitCode {
         println!("  of the max     {:>9.1} %      of {:.1} KB/s", 100.0 * r.of_max, c.kb_per_sec());
         println!("  time           {:>9.3} s      simulated; {:.3} s wall", o.elapsed.as_secs_f64(), wall);
         println!(
-            "  retransmitted  {:>9}        segments (fast retransmits {}, RTOs {})",
-            o.sender.retransmits, o.sender.fast_retransmits, o.sender.rtos
+            "  retransmitted  {:>9}        segments (fast retransmits {}, RTOs {}; {} recoveries undone as unnecessary)",
+            o.sender.retransmits, o.sender.fast_retransmits, o.sender.rtos, o.sender.undos
         );
         println!(
             "  frames         {:>9}        data, {} ACK; lost {}, corrupted {}, duplicated {}, reordered {}, queue drops {}",

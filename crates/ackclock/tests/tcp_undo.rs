@@ -181,3 +181,41 @@ fn no_undo_after_a_timeout() {
     let i = t.stack.tcp_info(c).unwrap();
     assert_eq!((i.cwnd, i.stats.undos), (before, 0));
 }
+
+/// Linux `tcp_check_sack_reordering`, RFC 4653's idea: the undo also learns how far the
+/// segment was overtaken. Segments 2-4 arrived before segment 1: four segments from its
+/// start to the highest SACKed byte, so four duplicate ACKs, not three, now mean a loss
+/// (RFC 6675 IsLost and the entry test use the same threshold). The next reordering of
+/// that degree costs nothing; one deeper still starts a recovery. A timeout puts the
+/// threshold back to 3.
+#[test]
+fn an_undo_raises_the_duplicate_ack_threshold_until_a_timeout() {
+    let (mut t, c, ts1) = ten_in_flight(true);
+    fast_retransmit_of_1(&mut t, c, Some(ts1));
+    t.inject(12, ack(s(11), Some(ts1)));
+    assert_eq!(t.stack.tcp_info(c).unwrap().reordering, 4);
+    let new = t.sent_now();
+    assert_eq!(new.len(), 10);
+    let ts11 = new[0].ts.unwrap().0;
+    // Segment 11 arrives; segment 12 is held back while 13, 14 and 15 arrive: three
+    // duplicate ACKs, no retransmission; each lets new data out (limited transmit and the
+    // SACKed bytes).
+    t.inject(20, ack(s(12), Some(ts11)));
+    t.sent_now();
+    for k in 14..=16 {
+        t.inject(20, ack(s(12), Some(ts11)).sack(&[(s(13), s(k))]));
+    }
+    let sent = t.sent_now();
+    assert!(!sent.is_empty() && sent.iter().all(|x| x.seq > s(20)), "only new data: {sent:?}");
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 1);
+    // A fourth: segment 12 is lost by the raised threshold.
+    t.inject(20, ack(s(12), Some(ts11)).sack(&[(s(13), s(17))]));
+    let sent = t.sent_now();
+    assert_eq!(sent.first().map(|x| (x.seq, x.len)), Some((s(12), 1000)), "{sent:?}");
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 2);
+    // Nothing more arrives: the timeout resets the threshold.
+    t.at_us(2_000_000);
+    t.sent_now();
+    let i = t.stack.tcp_info(c).unwrap();
+    assert_eq!((i.stats.rtos, i.reordering), (1, 3));
+}

@@ -157,10 +157,14 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 continue;
             }
             let is_last = idx + 1 == tcb.sndq.len();
-            // RFC 3042 limited transmit: the first two duplicate ACKs each let one new
-            // segment out beyond cwnd.
-            let limited =
-                if tcb.recovery.is_none() && tcb.snd_nxt == tcb.snd_max { tcb.dupacks.min(2) * smss } else { 0 };
+            // RFC 3042 limited transmit: the duplicate ACKs below the threshold (the first
+            // two, unless reordering raised it: RFC 4653's extended limited transmit) each
+            // let one new segment out beyond cwnd.
+            let limited = if tcb.recovery.is_none() && tcb.snd_nxt == tcb.snd_max {
+                tcb.dupacks.min(tcb.reordering as u32 - 1) * smss
+            } else {
+                0
+            };
             // The peer's window counts everything unacknowledged (it holds SACKed data);
             // the congestion window counts only what is in the network.
             let outstanding = tcb.snd_nxt.since(tcb.snd_una);

@@ -18,8 +18,12 @@ use super::tcb::Tcb;
 use crate::stats::Counters;
 use crate::time::Duration;
 
-/// RFC 5681's duplicate-ACK threshold (DupThresh of RFC 6675).
-pub(crate) const DUP_THRESH: u32 = 3;
+/// RFC 5681's duplicate-ACK threshold (DupThresh of RFC 6675): where every connection's
+/// `Tcb::reordering` starts, and where a timeout puts it back.
+pub(crate) const DUP_THRESH: u16 = 3;
+
+/// The highest `Tcb::reordering` an undo can set (Linux's `tcp_max_reordering`).
+pub(crate) const MAX_REORDERING: u16 = 300;
 
 /// State of one fast-recovery episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,9 @@ pub(crate) struct Undo {
     /// that covers it: whether that ACK echoed a timestamp older than the retransmission's,
     /// so that the original, not the retransmission, reached the receiver.
     pub eifel: Option<bool>,
+    /// The highest SACKed sequence number seen in the episode (the "forward-most" data
+    /// known to have arrived): how far the segments overtook the one thought lost.
+    pub fack: SeqNumber,
 }
 
 /// A segment of `seq` was retransmitted with TSval `tsval` during recovery.
@@ -107,6 +114,15 @@ pub(crate) fn try_undo(env: &mut Env, tcb: &mut Tcb) {
     let Some(u) = tcb.undo else { return };
     if u.sent > 0 && (u.unproven == 0 || (u.eifel == Some(true) && u.sent == 1)) {
         tcb.undo = None;
+        // The segments that overtook the first retransmitted one would have been needed as
+        // duplicate ACKs to leave it alone: the duplicate-ACK threshold rises to match
+        // (Linux `tcp_check_sack_reordering`; RFC 4653 adapts it likewise). A timeout puts
+        // it back to 3.
+        if let Some((seq, _)) = u.first {
+            let smss = (tcb.eff_mss as u32).max(1);
+            let degree = u.fack.since(seq).min(i32::MAX as u32).div_ceil(smss).min(MAX_REORDERING as u32) as u16;
+            tcb.reordering = tcb.reordering.max(degree);
+        }
         tcb.cc.on_spurious_loss(env.now);
         tcb.stats.undos += 1;
         env.trace.event(env.now, tcb, super::trace::Event::Undo);
@@ -145,6 +161,9 @@ pub(crate) fn update_scoreboard(
         if r <= l || l < tcb.snd_una || r > tcb.snd_max || r.since(l) > tcb.snd_max.since(tcb.snd_una) {
             counters.sack_blocks_ignored += 1;
             continue;
+        }
+        if let Some(u) = tcb.undo.as_mut() {
+            u.fack = u.fack.max(r);
         }
         let first = super::output::index_of(tcb, l);
         for s in tcb.sndq.iter_mut().skip(first) {
@@ -234,6 +253,7 @@ pub(crate) struct Board {
 /// it starts below HighRxt (kept exclusive here: the end of the highest retransmission).
 pub(crate) fn scan(tcb: &Tcb, rec: &Recovery) -> Board {
     let smss = tcb.eff_mss as u32;
+    let thresh = tcb.reordering as u32;
     let sent_end = super::output::index_of(tcb, tcb.snd_max).min(tcb.sndq.len());
     let (mut sacked_segs, mut sacked_bytes) = (0u32, 0u32);
     let mut b = Board::default();
@@ -245,7 +265,7 @@ pub(crate) fn scan(tcb: &Tcb, rec: &Recovery) -> Board {
             continue;
         }
         b.highest_unsacked.get_or_insert(i);
-        let lost = sacked_segs >= DUP_THRESH || sacked_bytes > (DUP_THRESH - 1) * smss;
+        let lost = sacked_segs >= thresh || sacked_bytes > (thresh - 1) * smss;
         let retransmitted = s.seq < rec.high_rxt;
         if !lost {
             b.pipe += s.len();
@@ -281,12 +301,13 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
     let smss = tcb.eff_mss as u32;
     tcb.recover = tcb.snd_max;
     tcb.cc.on_loss(env.now, flight);
-    tcb.undo = Some(Undo { marker: tcb.snd_una, sent: 0, unproven: 0, first: None, eifel: None });
+    let fack = tcb.sndq.iter().rev().find(|s| s.sacked).map_or(tcb.snd_una, |s| s.end());
+    tcb.undo = Some(Undo { marker: tcb.snd_una, sent: 0, unproven: 0, first: None, eifel: None, fack });
     let sack = tcb.sack_enabled;
     tcb.recovery = Some(Recovery { point: tcb.snd_max, sack, high_rxt: tcb.snd_una, rescue_rxt: tcb.snd_una });
     // NewReno: cwnd = ssthresh + 3 SMSS (the three segments that left the network).
     // SACK: cwnd = ssthresh, and pipe does the accounting.
-    tcb.inflation = if sack { 0 } else { (DUP_THRESH * smss) as i64 };
+    tcb.inflation = if sack { 0 } else { (tcb.reordering as u32 * smss) as i64 };
     // Retransmit the first unacknowledged (unSACKed) segment at once.
     tcb.rexmt_now = Some(tcb.snd_una);
     tcb.stats.fast_retransmits += 1;
@@ -329,7 +350,7 @@ pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
             // duplicates after a recovery do not start another one.
             let may_enter = tcb.snd_una > tcb.recover || tcb.recover == tcb.iss;
             let sack_loss = sacked_new && tcb.sack_enabled && first_is_lost(tcb);
-            if may_enter && (tcb.dupacks >= DUP_THRESH || sack_loss) {
+            if may_enter && (tcb.dupacks >= tcb.reordering as u32 || sack_loss) {
                 enter(env, tcb);
             }
         }
@@ -353,7 +374,8 @@ fn first_is_lost(tcb: &Tcb) -> bool {
             bytes += s.len();
         }
     }
-    front_unsacked && (segs >= DUP_THRESH || bytes > (DUP_THRESH - 1) * smss)
+    let thresh = tcb.reordering as u32;
+    front_unsacked && (segs >= thresh || bytes > (thresh - 1) * smss)
 }
 
 /// New data was acknowledged during recovery. Returns true if recovery ended.
@@ -419,6 +441,7 @@ pub(crate) fn clear_if_reneged(tcb: &mut Tcb) {
 pub(crate) fn abandon(tcb: &mut Tcb) {
     tcb.recovery = None;
     tcb.undo = None;
+    tcb.reordering = DUP_THRESH;
     tcb.inflation = 0;
     tcb.dupacks = 0;
     tcb.rexmt_now = None;

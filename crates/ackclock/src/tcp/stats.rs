@@ -81,6 +81,9 @@ pub struct TcpInfo {
     pub sack: bool,
     /// Bytes in flight.
     pub flight: u32,
+    /// The duplicate-ACK threshold in force, segments: 3 (RFC 5681), more once reordering
+    /// has shown a fast retransmit unnecessary (Linux's `tcpi_reordering`).
+    pub reordering: u16,
     /// The connection's counters.
     pub stats: ConnStats,
 }

@@ -234,6 +234,7 @@ impl Tcp {
             cc: opts.congestion.build(eff as u32, self.config.initial_window),
             inflation: 0,
             dupacks: 0,
+            reordering: super::recovery::DUP_THRESH,
             recovery: None,
             undo: None,
             recover: iss,

@@ -406,6 +406,9 @@ pub(crate) struct Tcb {
     /// partial ACKs (RFC 6582 deflation).
     pub inflation: i64,
     pub dupacks: u32,
+    /// The duplicate-ACK threshold in force (RFC 5681's 3, raised when reordering proved a
+    /// fast retransmit unnecessary; Linux `tp->reordering`).
+    pub reordering: u16,
     /// snd_max when the first duplicate ACK of the current run arrived: what was in flight
     /// when the loss was signalled, before limited transmit sent more (RFC 5681 §3.2).
     pub snd_max_at_dupack: SeqNumber,

@@ -489,6 +489,7 @@ impl Tcp {
             timestamps: t.ts_enabled,
             sack: t.sack_enabled,
             flight: t.flight(),
+            reordering: t.reordering,
             stats: t.stats,
         })
     }
