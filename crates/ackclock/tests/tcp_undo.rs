@@ -114,15 +114,17 @@ fn a_dsack_for_the_only_retransmission_undoes_after_recovery() {
     assert_eq!((i.stats.spurious_retransmits, i.stats.undos), (1, 1));
     expect_new(&mut t, 13, 16, 20);
     t.inject(14, ack(s(11), None).sack(&[(s(1), s(2))]));
-    assert_eq!(t.stack.tcp_info(c).unwrap().stats.undos, 1);
+    let i = t.stack.tcp_info(c).unwrap();
+    assert_eq!((i.stats.spurious_retransmits, i.stats.undos), (1, 1), "the repeat proves nothing new");
     t.expect_nothing(14);
 }
 
 /// Segments 1 and 5 are both retransmitted in one episode. The ACK that ends it echoes
 /// segment 1's original TSval, so Eifel finds the first retransmission unnecessary, but
 /// the second may have repaired a real loss: no undo. A D-SACK for segment 1 leaves one
-/// retransmission unaccounted for; the D-SACK for segment 5 accounts for the last, and
-/// the window comes back (Linux `undo_retrans` reaching zero).
+/// retransmission unaccounted for, and so does the same D-SACK again (a duplicated ACK):
+/// evidence counts once. The D-SACK for segment 5 accounts for the last, and the window
+/// comes back (Linux `undo_retrans` reaching zero).
 #[test]
 fn with_two_retransmissions_both_must_prove_unnecessary() {
     let (mut t, c, ts1) = ten_in_flight(true);
@@ -141,25 +143,31 @@ fn with_two_retransmissions_both_must_prove_unnecessary() {
     let i = t.stack.tcp_info(c).unwrap();
     assert_eq!((i.cwnd, i.stats.spurious_retransmits, i.stats.undos), (5 * SMSS, 1, 0));
     t.expect_nothing(13);
+    t.inject(13, ack(s(11), Some(ts1)).sack(&[(s(1), s(2))]));
+    let i = t.stack.tcp_info(c).unwrap();
+    assert_eq!((i.cwnd, i.stats.spurious_retransmits, i.stats.undos), (5 * SMSS, 1, 0));
+    t.expect_nothing(13);
     t.inject(14, ack(s(11), Some(ts1)).sack(&[(s(5), s(6))]));
     let i = t.stack.tcp_info(c).unwrap();
     assert_eq!((i.cwnd, i.stats.spurious_retransmits, i.stats.undos), (10 * SMSS, 2, 1));
     expect_new(&mut t, 14, 16, 20);
 }
 
-/// RFC 3522 §3.2 asks the first ACK that covers the retransmission. Here a partial ACK
-/// for segment 1 echoes the retransmission's TSval: the loss of segment 1 was real. The
-/// ACK that ends the recovery later echoes an older TSval (it may, when segment 5's
-/// original filled the last hole), and must not turn that verdict around.
+/// RFC 3522 §3.2 asks the first ACK that acknowledges the retransmission. Here a partial
+/// ACK for segments 1-4 echoes the retransmission's TSval: the loss of segment 1 was real.
+/// The ACK that ends the recovery later echoes an older TSval (as it may, when an original
+/// filled the last hole), and must not turn that verdict around. There was one
+/// retransmission only, so nothing but Eifel's verdict stands in the way of an undo.
 #[test]
 fn eifel_asks_only_the_first_ack_that_covers_the_retransmission() {
     let (mut t, c, ts1) = ten_in_flight(true);
     let rxt_ts = fast_retransmit_of_1(&mut t, c, Some(ts1));
-    t.inject(50, ack(s(5), Some(rxt_ts)).sack(&[(s(6), s(11))]));
+    t.inject(50, ack(s(5), Some(rxt_ts)));
     t.sent_now();
+    assert_eq!(t.stack.tcp_info(c).unwrap().stats.retransmits, 1);
     t.inject(60, ack(s(11), Some(ts1)));
     let i = t.stack.tcp_info(c).unwrap();
-    assert_eq!((i.cwnd, i.ssthresh, i.stats.undos), (5 * SMSS, 5 * SMSS, 0));
+    assert_eq!((i.cwnd, i.ssthresh, i.stats.retransmits, i.stats.undos), (5 * SMSS, 5 * SMSS, 1, 0));
 }
 
 /// A retransmission timeout after the loss ends every hope of an undo (Linux clears
@@ -179,17 +187,18 @@ fn no_undo_after_a_timeout() {
     let before = t.stack.tcp_info(c).unwrap().cwnd;
     t.inject(1201, ack(s(11), None).sack(&[(s(1), s(2))]));
     let i = t.stack.tcp_info(c).unwrap();
-    assert_eq!((i.cwnd, i.stats.undos), (before, 0));
+    assert_eq!((i.cwnd, i.stats.spurious_retransmits, i.stats.undos), (before, 1, 0), "believed, not undone");
+    assert_eq!(i.reordering, 3);
 }
 
 /// Linux `tcp_check_sack_reordering`, RFC 4653's idea: the undo also learns how far the
 /// segment was overtaken. Segments 2-4 arrived before segment 1: four segments from its
 /// start to the highest SACKed byte, so four duplicate ACKs, not three, now mean a loss
 /// (RFC 6675 IsLost and the entry test use the same threshold). The next reordering of
-/// that degree costs nothing; one deeper still starts a recovery. A timeout puts the
-/// threshold back to 3.
+/// that degree costs no retransmission; one deeper still starts a recovery, and a timeout
+/// during that recovery leaves the threshold alone (Linux `tcp_enter_loss`).
 #[test]
-fn an_undo_raises_the_duplicate_ack_threshold_until_a_timeout() {
+fn an_undo_raises_the_duplicate_ack_threshold() {
     let (mut t, c, ts1) = ten_in_flight(true);
     fast_retransmit_of_1(&mut t, c, Some(ts1));
     t.inject(12, ack(s(11), Some(ts1)));
@@ -197,25 +206,64 @@ fn an_undo_raises_the_duplicate_ack_threshold_until_a_timeout() {
     let new = t.sent_now();
     assert_eq!(new.len(), 10);
     let ts11 = new[0].ts.unwrap().0;
-    // Segment 11 arrives; segment 12 is held back while 13, 14 and 15 arrive: three
-    // duplicate ACKs, no retransmission; each lets new data out (limited transmit and the
-    // SACKed bytes).
+    // Segment 11 arrives (slow start: cwnd 11, segments 21 and 22 go); segment 12 is held
+    // back while 13, 14 and 15 arrive: three duplicate ACKs, no retransmission. Each SACKs
+    // a segment, which left the network: one new segment each, the third too (RFC 3042's
+    // limited transmit stops at two; RFC 4653's extended one goes on to the threshold).
     t.inject(20, ack(s(12), Some(ts11)));
-    t.sent_now();
+    assert_eq!(t.sent_now().iter().map(|x| x.seq).collect::<Vec<_>>(), [s(21), s(22)]);
     for k in 14..=16 {
         t.inject(20, ack(s(12), Some(ts11)).sack(&[(s(13), s(k))]));
     }
-    let sent = t.sent_now();
-    assert!(!sent.is_empty() && sent.iter().all(|x| x.seq > s(20)), "only new data: {sent:?}");
+    let sent: Vec<u32> = t.sent_now().iter().map(|x| x.seq).collect();
+    assert_eq!(sent, (23..=25).map(s).collect::<Vec<_>>());
     assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 1);
     // A fourth: segment 12 is lost by the raised threshold.
     t.inject(20, ack(s(12), Some(ts11)).sack(&[(s(13), s(17))]));
     let sent = t.sent_now();
     assert_eq!(sent.first().map(|x| (x.seq, x.len)), Some((s(12), 1000)), "{sent:?}");
     assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 2);
-    // Nothing more arrives: the timeout resets the threshold.
+    // Nothing more arrives: the timeout comes during the recovery.
+    t.at_us(2_000_000);
+    t.sent_now();
+    let i = t.stack.tcp_info(c).unwrap();
+    assert_eq!((i.stats.rtos, i.reordering), (1, 4));
+}
+
+/// Linux `tcp_enter_loss`: a timeout outside recovery, with at least three segments SACKed,
+/// shows the raised threshold waited for duplicate ACKs that were losses: it goes back to
+/// 3. (With the threshold at 4, three SACKed segments started no recovery.)
+#[test]
+fn a_timeout_with_losses_the_threshold_missed_lowers_it() {
+    let (mut t, c, ts1) = ten_in_flight(true);
+    fast_retransmit_of_1(&mut t, c, Some(ts1));
+    t.inject(12, ack(s(11), Some(ts1)));
+    let ts11 = t.sent_now()[0].ts.unwrap().0;
+    for k in 13..=15 {
+        t.inject(20, ack(s(11), Some(ts11)).sack(&[(s(12), s(k))]));
+    }
+    t.sent_now();
+    let i = t.stack.tcp_info(c).unwrap();
+    assert_eq!((i.reordering, i.stats.fast_retransmits), (4, 1));
     t.at_us(2_000_000);
     t.sent_now();
     let i = t.stack.tcp_info(c).unwrap();
     assert_eq!((i.stats.rtos, i.reordering), (1, 3));
+}
+
+/// The depth is measured while the episode runs. After the recovery ends, more data is
+/// SACKed above a new hole, and only then does the D-SACK that proves the episode's one
+/// retransmission unnecessary arrive: the threshold is what the episode showed (4), not
+/// what the later SACKs reach.
+#[test]
+fn the_depth_is_the_episodes_not_what_is_sacked_later() {
+    let (mut t, c, _) = ten_in_flight(false);
+    fast_retransmit_of_1(&mut t, c, None);
+    t.inject(12, ack(s(11), None));
+    expect_new(&mut t, 12, 11, 15);
+    t.inject(13, ack(s(11), None).sack(&[(s(12), s(16))]));
+    t.sent_now();
+    t.inject(14, ack(s(11), None).sack(&[(s(1), s(2)), (s(12), s(16))]));
+    let i = t.stack.tcp_info(c).unwrap();
+    assert_eq!((i.stats.undos, i.reordering), (1, 4));
 }

@@ -140,6 +140,18 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
     } else {
         0
     };
+    // RFC 3042 limited transmit: the first two duplicate ACKs each let one new segment out
+    // beyond cwnd. Past a threshold that reordering raised (RFC 4653's extended limited
+    // transmit), every duplicate ACK below it that SACKed a segment does: one segment per
+    // segment that left the network, as Linux counts SACKed data out of what is in flight.
+    let limited = if tcb.recovery.is_some() || tcb.dupacks == 0 {
+        0
+    } else if tcb.reordering <= super::recovery::DUP_THRESH || !tcb.sack_enabled {
+        tcb.dupacks.min(2) * smss
+    } else {
+        let sacked = tcb.sndq.iter().take(tcb.snd_nxt_idx).filter(|s| s.sacked).count() as u32;
+        tcb.dupacks.min(sacked).min(tcb.reordering as u32 - 1) * smss
+    };
     while !env.tx.is_full() {
         if tcb.snd_nxt_idx < tcb.sndq.len() {
             if !tcb.state.is_synchronized() {
@@ -157,14 +169,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
                 continue;
             }
             let is_last = idx + 1 == tcb.sndq.len();
-            // RFC 3042 limited transmit: the duplicate ACKs below the threshold (the first
-            // two, unless reordering raised it: RFC 4653's extended limited transmit) each
-            // let one new segment out beyond cwnd.
-            let limited = if tcb.recovery.is_none() && tcb.snd_nxt == tcb.snd_max {
-                tcb.dupacks.min(tcb.reordering as u32 - 1) * smss
-            } else {
-                0
-            };
+            let limited = if tcb.snd_nxt == tcb.snd_max { limited } else { 0 };
             // The peer's window counts everything unacknowledged (it holds SACKed data);
             // the congestion window counts only what is in the network.
             let outstanding = tcb.snd_nxt.since(tcb.snd_una);
@@ -694,7 +699,7 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Opt
     if retransmit {
         if let Some(r) = tcb.recovery.as_mut() {
             r.high_rxt = r.high_rxt.max(seq + len);
-            super::recovery::note_retransmit(tcb, seq, h.ts.map_or(0, |t| t.0));
+            super::recovery::note_retransmit(tcb, seq, seq + len, h.ts.map_or(0, |t| t.0));
         }
     }
     if idx >= tcb.snd_nxt_idx {

@@ -50,39 +50,42 @@ pub(crate) struct Recovery {
 pub(crate) struct Undo {
     /// snd_una when the episode began: its retransmissions all lie above.
     pub marker: SeqNumber,
-    /// Segments retransmitted in the episode.
-    pub sent: u16,
+    /// Segments retransmitted in the episode, with those of an earlier episode still
+    /// unacknowledged when it began (Linux `tcp_init_undo`: `undo_retrans = retrans_out`).
+    pub sent: u32,
     /// Of those, the ones no D-SACK has shown to be unnecessary yet.
-    pub unproven: u16,
-    /// The first retransmission: its sequence number and the TSval it carried.
-    pub first: Option<(SeqNumber, u32)>,
+    pub unproven: u32,
+    /// The first retransmission of the episode: where it began and ended, and the TSval it
+    /// carried.
+    pub first: Option<(SeqNumber, SeqNumber, u32)>,
     /// The Eifel verdict on the first retransmission (RFC 3522 §3.2), given by the first ACK
     /// that covers it: whether that ACK echoed a timestamp older than the retransmission's,
     /// so that the original, not the retransmission, reached the receiver.
     pub eifel: Option<bool>,
-    /// The highest SACKed sequence number seen in the episode (the "forward-most" data
-    /// known to have arrived): how far the segments overtook the one thought lost.
+    /// The highest SACKed sequence number seen while the episode ran (the "forward-most"
+    /// data known to have arrived): how far the segments overtook the one thought lost.
+    /// Frozen at the episode's end, as Linux measures the depth when the hole fills.
     pub fack: SeqNumber,
 }
 
-/// A segment of `seq` was retransmitted with TSval `tsval` during recovery.
+/// The segment `[seq, end)` was retransmitted with TSval `tsval` during recovery.
 #[inline]
-pub(crate) fn note_retransmit(tcb: &mut Tcb, seq: SeqNumber, tsval: u32) {
+pub(crate) fn note_retransmit(tcb: &mut Tcb, seq: SeqNumber, end: SeqNumber, tsval: u32) {
     if let (Some(u), true) = (tcb.undo.as_mut(), tcb.recovery.is_some()) {
-        u.sent = u.sent.saturating_add(1);
-        u.unproven = u.unproven.saturating_add(1);
-        u.first.get_or_insert((seq, tsval));
+        u.sent += 1;
+        u.unproven += 1;
+        u.first.get_or_insert((seq, end, tsval));
     }
 }
 
-/// RFC 3522 §3.2: the first ACK to cover the first retransmission tells, by the timestamp
-/// it echoes, which of the two copies reached the receiver first. RFC 7323 §4.3's receiver
-/// echoes the segment that filled the hole: the original carries an older TSval.
+/// RFC 3522 §3.2: the first ACK to acknowledge the first retransmission tells, by the
+/// timestamp it echoes, which of the two copies reached the receiver first. RFC 7323 §4.3's
+/// receiver echoes the segment that filled the hole: the original carries an older TSval.
 pub(crate) fn eifel_check(tcb: &mut Tcb, ack: SeqNumber, ts: Option<(u32, u32)>) {
     let ts_enabled = tcb.ts_enabled;
     let Some(u) = tcb.undo.as_mut() else { return };
-    if let (None, Some((seq, tsval))) = (u.eifel, u.first) {
-        if ack > seq {
+    if let (None, Some((_, end, tsval))) = (u.eifel, u.first) {
+        if ack >= end {
             u.eifel = Some(match ts {
                 Some((_, ecr)) if ts_enabled && ecr != 0 => (ecr.wrapping_sub(tsval) as i32) < 0,
                 _ => false,
@@ -100,8 +103,7 @@ pub(crate) fn on_dsack(env: &mut Env, tcb: &mut Tcb, l: SeqNumber, r: SeqNumber)
     if l < u.marker {
         return;
     }
-    let segs = r.since(l).div_ceil(smss).min(u16::MAX as u32) as u16;
-    u.unproven = u.unproven.saturating_sub(segs);
+    u.unproven = u.unproven.saturating_sub(r.since(l).div_ceil(smss));
     if tcb.recovery.is_none() {
         try_undo(env, tcb);
     }
@@ -118,9 +120,9 @@ pub(crate) fn try_undo(env: &mut Env, tcb: &mut Tcb) {
         // duplicate ACKs to leave it alone: the duplicate-ACK threshold rises to match
         // (Linux `tcp_check_sack_reordering`; RFC 4653 adapts it likewise). A timeout puts
         // it back to 3.
-        if let Some((seq, _)) = u.first {
+        if let Some((seq, _, _)) = u.first.filter(|&(seq, _, _)| u.fack > seq) {
             let smss = (tcb.eff_mss as u32).max(1);
-            let degree = u.fack.since(seq).min(i32::MAX as u32).div_ceil(smss).min(MAX_REORDERING as u32) as u16;
+            let degree = u.fack.since(seq).div_ceil(smss).min(MAX_REORDERING as u32) as u16;
             tcb.reordering = tcb.reordering.max(degree);
         }
         tcb.cc.on_spurious_loss(env.now);
@@ -150,7 +152,7 @@ pub(crate) fn update_scoreboard(
     // of the same segment, or lies inside the second block. Either way it is no SACK.
     let (l0, r0) = (SeqNumber(blocks[0].0), SeqNumber(blocks[0].1));
     let dsack = l0 < seg.ack || blocks.get(1).is_some_and(|&(l1, r1)| SeqNumber(l1) <= l0 && r0 <= SeqNumber(r1));
-    let spurious = (dsack && dsack_shows_spurious_retransmission(tcb, l0, r0)).then_some((l0, r0));
+    let spurious = (dsack && claim_dsack(tcb, l0, r0)).then_some((l0, r0));
     let mut newly = false;
     for (i, &(l, r)) in blocks.iter().enumerate() {
         if i == 0 && dsack {
@@ -162,7 +164,7 @@ pub(crate) fn update_scoreboard(
             counters.sack_blocks_ignored += 1;
             continue;
         }
-        if let Some(u) = tcb.undo.as_mut() {
+        if let (Some(u), true) = (tcb.undo.as_mut(), tcb.recovery.is_some()) {
             u.fack = u.fack.max(r);
         }
         let first = super::output::index_of(tcb, l);
@@ -185,9 +187,12 @@ pub(crate) fn update_scoreboard(
 /// retransmitted — `[snd_una − max window, snd_max]`, the ACK acceptability range of RFC
 /// 5961 §5.2 — and every byte of it must have been retransmitted: below snd_una inside a
 /// retransmission acknowledged since (`Tcb::rxt_acked`), above it a segment sent more than
-/// once. And never more D-SACKs than retransmissions (Linux: `dsack_dups <= total_retrans`):
-/// a receiver repeating one cannot inflate the count.
-fn dsack_shows_spurious_retransmission(tcb: &Tcb, l: SeqNumber, r: SeqNumber) -> bool {
+/// once. And never more D-SACKs than retransmissions (Linux: `dsack_dups <= total_retrans`).
+///
+/// Evidence counts once: a claimed range leaves `rxt_acked`, and a claimed segment above
+/// snd_una counts as sent once from then on, so the same D-SACK again (a duplicated ACK, or
+/// a receiver repeating it) proves nothing more.
+fn claim_dsack(tcb: &mut Tcb, l: SeqNumber, r: SeqNumber) -> bool {
     let max_wnd = tcb.max_snd_wnd.clamp(1, i32::MAX as u32);
     if r <= l || r.since(l) > max_wnd || l < tcb.snd_una - max_wnd || r > tcb.snd_max {
         return false;
@@ -195,15 +200,19 @@ fn dsack_shows_spurious_retransmission(tcb: &Tcb, l: SeqNumber, r: SeqNumber) ->
     if tcb.stats.spurious_retransmits >= tcb.stats.retransmits {
         return false;
     }
-    if l < tcb.snd_una {
+    let below = if l < tcb.snd_una {
         let end = if r < tcb.snd_una { r } else { tcb.snd_una };
-        if !tcb.rxt_acked.iter().any(|&(a, b)| a <= l && end <= b && a < b) {
-            return false;
+        match tcb.rxt_acked.iter().position(|&(a, b)| a <= l && end <= b && a < b) {
+            Some(k) => Some((k, end)),
+            None => return false,
         }
-    }
-    if r > tcb.snd_una {
+    } else {
+        None
+    };
+    let above = if r > tcb.snd_una {
         let from = if l > tcb.snd_una { l } else { tcb.snd_una };
         let first = super::output::index_of(tcb, from);
+        let mut last = first;
         for s in tcb.sndq.iter().skip(first) {
             if s.seq >= r {
                 break;
@@ -211,6 +220,22 @@ fn dsack_shows_spurious_retransmission(tcb: &Tcb, l: SeqNumber, r: SeqNumber) ->
             if s.sent < 2 {
                 return false;
             }
+            last += 1;
+        }
+        Some((first, last))
+    } else {
+        None
+    };
+    if let Some((k, end)) = below {
+        let (a, b) = tcb.rxt_acked[k];
+        tcb.rxt_acked[k] = (end, b);
+        if a < l {
+            note_rxt_acked(tcb, a, l);
+        }
+    }
+    if let Some((first, last)) = above {
+        for s in tcb.sndq.range_mut(first..last) {
+            s.sent = 1;
         }
     }
     true
@@ -302,7 +327,11 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
     tcb.recover = tcb.snd_max;
     tcb.cc.on_loss(env.now, flight);
     let fack = tcb.sndq.iter().rev().find(|s| s.sacked).map_or(tcb.snd_una, |s| s.end());
-    tcb.undo = Some(Undo { marker: tcb.snd_una, sent: 0, unproven: 0, first: None, eifel: None, fack });
+    // Retransmissions of an earlier episode still out count as this one's: a D-SACK for one
+    // of them lies above the marker too.
+    let sent_end = super::output::index_of(tcb, tcb.snd_max).min(tcb.sndq.len());
+    let out = tcb.sndq.iter().take(sent_end).filter(|s| s.sent > 1 && !s.sacked).count() as u32;
+    tcb.undo = Some(Undo { marker: tcb.snd_una, sent: out, unproven: out, first: None, eifel: None, fack });
     let sack = tcb.sack_enabled;
     tcb.recovery = Some(Recovery { point: tcb.snd_max, sack, high_rxt: tcb.snd_una, rescue_rxt: tcb.snd_una });
     // NewReno: cwnd = ssthresh + 3 SMSS (the three segments that left the network).
@@ -439,9 +468,17 @@ pub(crate) fn clear_if_reneged(tcb: &mut Tcb) {
 
 /// Leave recovery because the retransmission timer fired.
 pub(crate) fn abandon(tcb: &mut Tcb) {
+    // Linux `tcp_enter_loss`: a timeout outside recovery after DupThresh segments were
+    // SACKed means the threshold waited for duplicate ACKs that were losses: back to 3.
+    // One during recovery, or with little SACKed, says nothing about reordering.
+    if tcb.recovery.is_none() && tcb.reordering > DUP_THRESH {
+        let sacked = tcb.sndq.iter().filter(|s| s.sacked).count();
+        if sacked >= DUP_THRESH as usize {
+            tcb.reordering = DUP_THRESH;
+        }
+    }
     tcb.recovery = None;
     tcb.undo = None;
-    tcb.reordering = DUP_THRESH;
     tcb.inflation = 0;
     tcb.dupacks = 0;
     tcb.rexmt_now = None;

@@ -87,6 +87,8 @@ struct Saved {
     epoch: Option<(Instant, u64)>,
     w_est: u64,
     restart_at_cwnd: bool,
+    after_rto: bool,
+    rounds: Rounds,
 }
 
 /// ⌊∛x⌋ by Newton's method on integers.
@@ -316,6 +318,8 @@ impl CongestionControl for Cubic {
             epoch: self.epoch,
             w_est: self.w_est,
             restart_at_cwnd: self.restart_at_cwnd,
+            after_rto: self.after_rto,
+            rounds: self.rounds,
         });
         self.congestion_event(flight);
         self.cwnd = self.ssthresh;
@@ -341,6 +345,7 @@ impl CongestionControl for Cubic {
     fn on_spurious_loss(&mut self, _now: Instant) {
         // RFC 9438 §4.9: cwnd, ssthresh, W_max, cwnd_prior (and with it K), the epoch and
         // W_est as they were before the congestion event; cwnd not below the present one.
+        // HyStart++'s round tracking and the after-timeout byte counting come back too.
         if let Some(p) = self.prior.take() {
             self.cwnd = self.cwnd.max(p.cwnd);
             self.ssthresh = self.ssthresh.max(p.ssthresh);
@@ -350,6 +355,8 @@ impl CongestionControl for Cubic {
             self.epoch = p.epoch;
             self.w_est = p.w_est;
             self.restart_at_cwnd = p.restart_at_cwnd;
+            self.after_rto = p.after_rto;
+            self.rounds = p.rounds;
         }
     }
 
@@ -357,6 +364,8 @@ impl CongestionControl for Cubic {
         self.cwnd = self.cwnd.min(restart_window);
         // The epoch's clock should not count the idle time as growth time.
         self.epoch = None;
+        // Nor may an undo bring back the window from before the idle time (RFC 5681 §4.1).
+        self.prior = None;
     }
 
     fn set_smss(&mut self, smss: u32) {
@@ -438,6 +447,11 @@ mod tests {
         c.on_rto(now, None);
         c.on_spurious_loss(now);
         assert_eq!(c.cwnd(), SMSS, "a timeout came after the loss: nothing to undo");
+        c.cwnd = 50 * SMSS;
+        c.on_loss(now, c.cwnd());
+        c.on_idle(now, 10 * SMSS);
+        c.on_spurious_loss(now);
+        assert_eq!(c.cwnd(), 10 * SMSS, "nor after an idle restart");
     }
 
     #[test]

@@ -118,6 +118,8 @@ impl CongestionControl for NewReno {
 
     fn on_idle(&mut self, _now: Instant, restart_window: u32) {
         self.cwnd = self.cwnd.min(restart_window);
+        // An undo must not bring back the window from before the idle time (RFC 5681 §4.1).
+        self.prior = None;
     }
 
     fn set_smss(&mut self, smss: u32) {
@@ -219,5 +221,10 @@ mod tests {
         }
         c.on_spurious_loss(Instant::ZERO);
         assert_eq!((c.cwnd(), c.ssthresh()), (10_000, u32::MAX));
+        // An idle restart (RFC 5681 §4.1) forgets the saved window.
+        c.on_loss(Instant::ZERO, 10_000);
+        c.on_idle(Instant::ZERO, 2000);
+        c.on_spurious_loss(Instant::ZERO);
+        assert_eq!((c.cwnd(), c.ssthresh()), (2000, 5000));
     }
 }
