@@ -1467,7 +1467,17 @@ fn reordered_duplicate_ack_is_not_a_paws_drop() {
     // Data with an old timestamp is still dropped.
     t.inject(3, seg("P.").seq(PEER_ISS + 1).ack(1).win(65535).ts(1004, ANY).len(10));
     assert_eq!(t.stack.counters().drops_paws, 1);
-    let _ = c;
+    // An overtaken ACK usually offers the smaller window of its time: it would not open the
+    // window, so it is let through too (Linux: `!tcp_may_update_window`), and its SACK
+    // blocks and D-SACKs count. One with an old timestamp that would open the window is
+    // still dropped.
+    t.inject(4, seg(".").seq(PEER_ISS + 1).ack(1).win(65000).ts(1006, ANY));
+    assert_eq!(t.stack.counters().drops_paws, 1);
+    let smaller = t.stack.tcp_info(c).unwrap().snd_wnd;
+    assert_eq!(smaller, 65000, "RFC 9293 §3.10.7.4: same SEG.SEQ and SEG.ACK update the window");
+    t.inject(4, seg(".").seq(PEER_ISS + 1).ack(1).win(65535).ts(1007, ANY));
+    assert_eq!(t.stack.counters().drops_paws, 2);
+    assert_eq!(t.stack.tcp_info(c).unwrap().snd_wnd, smaller);
 }
 
 /// Linux behaviour (an skb's truesize is charged to the send buffer), no RFC rule; RFC 9293

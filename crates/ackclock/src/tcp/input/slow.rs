@@ -394,14 +394,17 @@ pub(crate) fn synchronized(
     }
 }
 
-/// Linux `tcp_disordered_ack`: a pure duplicate ACK at rcv_nxt that would not update the
-/// window, whose timestamp is older than TS.Recent by less than an RTO (in ms ticks).
+/// Linux `tcp_disordered_ack`: a pure duplicate ACK at rcv_nxt that would not open the
+/// window further (`!tcp_may_update_window`: an ACK overtaken by a newer one usually carries
+/// the smaller window the receiver offered then), whose timestamp is older than TS.Recent by
+/// less than an RTO (in ms ticks). Dropping those would hide the duplicate ACKs, SACK blocks
+/// and D-SACKs of a path that reorders ACKs.
 fn disordered_ack(tcb: &Tcb, seg: &Segment, tsval: u32) -> bool {
     seg.flags == TcpFlags::ACK
         && seg.len == 0
         && seg.seq == tcb.rcv_nxt
         && seg.ack == tcb.snd_una
-        && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
+        && (seg.wnd as u32) << tcb.snd_wscale <= tcb.snd_wnd
         && (tcb.ts_recent.wrapping_sub(tsval) as u64) <= tcb.rtt.rto().as_millis() as u64
 }
 
