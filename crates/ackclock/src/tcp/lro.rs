@@ -50,7 +50,7 @@
 //! fast path processes it, and a batch of one frame takes the ordinary path.
 
 use super::env::Env;
-use super::input::{ack_grow, ack_release, ack_timer, fast_ack, in_order_ack_rule, in_order_queued, predict};
+use super::input::{ack_grow_merged, ack_release, ack_timer, fast_ack, in_order_ack_rule, in_order_queued, predict};
 use super::input::{quick_ack_on_data, ts_older};
 use super::input::{Fast, Predicted, Queue, SMALL_SEGMENT};
 use super::seq::SeqNumber;
@@ -177,7 +177,7 @@ struct Flow {
     tos: u8,
     /// Data: the delayed-ACK timer was set when the aggregate began.
     had_delack: bool,
-    /// ACKs: the ACK numbers of the merged ACKs before the newest, oldest first.
+    /// ACKs: the ACK numbers of the merged ACKs, oldest first (the newest is `ack`).
     acks: [u32; MAX_SEGS],
 }
 
@@ -397,6 +397,7 @@ impl Tcp {
             Predicted::Ack { seq, ack, ts } => {
                 f.seq = seq;
                 f.ack = ack;
+                f.acks[0] = ack.0;
                 f.ts = ts;
                 f.tsval = ts.map_or(0, |t| t.0);
                 Fast::Done
@@ -453,7 +454,7 @@ impl Tcp {
             (Some(Predicted::Ack { ack, ts, .. }), Kind::Ack)
                 if same && f.ack < ack && ts.is_none_or(|(v, _)| !ts_older(v, f.tsval)) =>
             {
-                f.acks[f.n as usize - 1] = f.ack.0;
+                f.acks[f.n as usize] = ack.0;
                 f.ack = ack;
                 f.ts = ts;
                 f.tsval = ts.map_or(0, |t| t.0);
@@ -506,7 +507,7 @@ impl Tcp {
                     _ => {
                         env.counters.fast_path_acks += n;
                         env.counters.lro_aggregates += 1;
-                        merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..f.n as usize - 1])
+                        merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..f.n as usize])
                     }
                 };
                 (true, rearm)
@@ -529,17 +530,17 @@ fn ts_ecr(seg: &[u8]) -> u32 {
     seg.get(28..32).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// A predicted pure ACK standing for `earlier.len() + 1` ACKs (the ACK numbers of the
-/// earlier ones given): released, sampled and timed once, as the newest; congestion control
-/// hears each original ACK with the bytes it acknowledged, so its window grows exactly as it
-/// would have for the separate ACKs (RFC 3465 §2.2: L = 2 SMSS per ACK, not per aggregate).
+/// A predicted pure ACK standing for `acks.len()` ACKs (their ACK numbers given, oldest
+/// first, the last being `ack`): released, sampled and timed once, as the newest; congestion
+/// control hears them in one call that grows the window exactly as the separate ACKs would
+/// have (RFC 3465 §2.2: L = 2 SMSS per ACK, not per aggregate; see `ack_grow_merged`).
 fn merged_ack(
     env: &mut Env,
     tcb: &mut Tcb,
     seq: SeqNumber,
     ack: SeqNumber,
     ts: Option<(u32, u32)>,
-    earlier: &[u32],
+    acks: &[u32],
 ) -> bool {
     if let Some((tsval, _)) = ts {
         if seq <= tcb.last_ack_sent {
@@ -552,13 +553,7 @@ fn merged_ack(
     let (data_acked, sample) = ack_release(env, tcb, ack, ts);
     // What the SYN or FIN took of the whole, taken from the last ACK's share.
     let unclaimed = ack.since(una) - data_acked;
-    let mut prev = una;
-    for &a in earlier {
-        let a = SeqNumber(a);
-        ack_grow(env, tcb, a, a.since(prev), None);
-        prev = a;
-    }
-    ack_grow(env, tcb, ack, ack.since(prev).saturating_sub(unclaimed), sample);
+    ack_grow_merged(env, tcb, una, acks, unclaimed, sample);
     ack_timer(env, tcb);
     tcb.snd_wl1 = seq;
     tcb.snd_wl2 = ack;

@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::buf::PBuf;
-use crate::tcp::cc::Ack;
+use crate::tcp::cc::{Ack, Acks};
 use crate::tcp::env::Env;
 use crate::tcp::output;
 use crate::tcp::reasm::Insert;
@@ -526,6 +526,36 @@ pub(crate) fn ack_grow(env: &Env, tcb: &mut Tcb, ack: SeqNumber, data_acked: u32
         snd_max: tcb.snd_max.since(tcb.iss) as u64,
     };
     tcb.cc.on_ack(&info);
+}
+
+/// [`ack_grow`] for the original ACKs one aggregated pure ACK stands for (receive
+/// aggregation, Gallatin 2008): one congestion-control call for all of them, as Linux's
+/// `tcp_cong_avoid(sk, ack, acked)` is one call for the segments an ACK covered, and the
+/// window grows exactly as the separate calls would have grown it (RFC 3465 §2.2: L per
+/// original ACK). `una` is SND.UNA before the first, `acks` their ACK numbers, oldest first;
+/// `unclaimed` is what the SYN or FIN took of the newest's share, `sample` the newest's RTT
+/// sample (the earlier ones carry none).
+#[inline(always)]
+pub(crate) fn ack_grow_merged(
+    env: &Env,
+    tcb: &mut Tcb,
+    una: SeqNumber,
+    acks: &[u32],
+    unclaimed: u32,
+    sample: Option<Duration>,
+) {
+    tcb.dupacks = 0;
+    let run = Acks {
+        now: env.now,
+        rtt: sample,
+        srtt: tcb.rtt.srtt(),
+        snd_max: tcb.snd_max.since(tcb.iss) as u64,
+        iss: tcb.iss.0,
+        una: una.0,
+        acks,
+        unclaimed,
+    };
+    tcb.cc.on_acks(&run);
 }
 
 /// RFC 6298 §5.2/5.3: restart the retransmission timer while data is outstanding, stop it
