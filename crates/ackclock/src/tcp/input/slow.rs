@@ -459,6 +459,19 @@ pub(crate) fn ack_release(
     ack: SeqNumber,
     ts: Option<(u32, u32)>,
 ) -> (u32, Option<Duration>) {
+    ack_release_by(env, tcb, ack, ts, release_each)
+}
+
+/// [`ack_release`] with the way the acknowledged segments leave the send queue given: an
+/// aggregated ACK releases the segments of all its original ACKs at once (`tcp::lro`).
+#[inline(always)]
+pub(crate) fn ack_release_by(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    ack: SeqNumber,
+    ts: Option<(u32, u32)>,
+    release: impl FnOnce(&mut Tcb, SeqNumber),
+) -> (u32, Option<Duration>) {
     let acked = ack.since(tcb.snd_una);
     // The SYN occupies iss; our data starts at iss + 1.
     let mut data_acked = acked;
@@ -489,7 +502,21 @@ pub(crate) fn ack_release(
     if let Some(rtt) = sample {
         tcb.rtt.sample(rtt);
     }
-    // Release acknowledged segments: their pbufs go back to the pool here.
+    release(tcb, ack);
+    tcb.snd_una = ack;
+    if tcb.snd_nxt < tcb.snd_una {
+        tcb.snd_nxt = tcb.snd_una;
+        tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
+    }
+    tcb.stats.bytes_acked += data_acked as u64;
+    tcb.retries = 0;
+    (data_acked, sample)
+}
+
+/// Release the segments `ack` acknowledges whole, one at a time: their pbufs go back to
+/// the pool here.
+#[inline(always)]
+pub(crate) fn release_each(tcb: &mut Tcb, ack: SeqNumber) {
     while let Some(front) = tcb.sndq.front() {
         if front.end() <= ack {
             if let Some(s) = tcb.sndq.pop_front() {
@@ -503,14 +530,6 @@ pub(crate) fn ack_release(
             break;
         }
     }
-    tcb.snd_una = ack;
-    if tcb.snd_nxt < tcb.snd_una {
-        tcb.snd_nxt = tcb.snd_una;
-        tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
-    }
-    tcb.stats.bytes_acked += data_acked as u64;
-    tcb.retries = 0;
-    (data_acked, sample)
 }
 
 /// Outside recovery: the duplicate-ACK count resets and the congestion window grows.
