@@ -439,9 +439,8 @@ impl Tcp {
             {
                 in_order_queued(tcb, len, unverified.is_some());
                 f.tsval = tsval.unwrap_or(0);
+                // Counted (segs_in) at the flush, which comes in this batch.
                 f.n += 1;
-                self.counters.segs_in += 1;
-                tcb.stats.segs_in += 1;
                 let why = match (seg.get(13).is_some_and(|b| b & PSH != 0), f.n as usize >= MAX_SEGS) {
                     (true, _) => Some(Flush::Push),
                     (false, true) => Some(Flush::Full),
@@ -459,10 +458,8 @@ impl Tcp {
                 f.ack = ack;
                 f.ts = ts;
                 f.tsval = ts.map_or(0, |t| t.0);
+                // Counted (segs_in, lro_acks) at the flush, which comes in this batch.
                 f.n += 1;
-                self.counters.segs_in += 1;
-                self.counters.lro_acks += 1;
-                tcb.stats.segs_in += 1;
                 f.n as usize >= MAX_SEGS
             }
             _ => {
@@ -485,8 +482,14 @@ impl Tcp {
         lro.used &= !(1 << s);
         let f = &lro.flows[s];
         let idx = f.idx;
-        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        // The segments merged after the first, which `merge` leaves to be counted here.
         let n = f.n as u64;
+        self.counters.segs_in += n - 1;
+        if f.kind == Kind::Ack {
+            self.counters.lro_acks += n - 1;
+        }
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        tcb.stats.segs_in += n - 1;
         let (dirty, rearm) = match f.kind {
             Kind::Data => {
                 let tsval = f.ts.map(|t| t.0);
