@@ -37,7 +37,10 @@
 //! *Pure ACKs*: an ACK that header prediction takes and whose number advances past the
 //! aggregate's newest, with a TSval not older, replaces it; the ACK numbers of the ACKs it
 //! replaces are kept, so congestion control hears every one (RFC 3465 byte counting with
-//! L = 2 SMSS per original ACK), and the RTT is sampled once, from the newest timestamp. A
+//! L = 2 SMSS per original ACK), all in one call (`CongestionControl::on_acks`, as Linux's
+//! `tcp_cong_avoid` hears the segments an ACK covered at once), and the RTT is sampled once,
+//! from the newest timestamp. The segments they acknowledged leave the send queue in one
+//! operation. A
 //! duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor does an
 //! ACK with SACK blocks or a window change, which prediction does not take. Prediction is
 //! off while a recovery or duplicate ACKs are under way, so a merged ACK never meets either.
