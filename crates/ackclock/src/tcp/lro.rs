@@ -488,9 +488,6 @@ impl Tcp {
         // The segments merged after the first, which `merge` leaves to be counted here.
         let n = f.n as u64;
         self.counters.segs_in += n - 1;
-        if f.kind == Kind::Ack {
-            self.counters.lro_acks += n - 1;
-        }
         let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
         tcb.stats.segs_in += n - 1;
         let (dirty, rearm) = match f.kind {
@@ -514,6 +511,7 @@ impl Tcp {
                     _ => {
                         env.counters.fast_path_acks += n;
                         env.counters.lro_aggregates += 1;
+                        env.counters.lro_acks += n - 1;
                         merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..f.n as usize])
                     }
                 };
