@@ -40,10 +40,10 @@
 //! L = 2 SMSS per original ACK), all in one call (`CongestionControl::on_acks`, as Linux's
 //! `tcp_cong_avoid` hears the segments an ACK covered at once), and the RTT is sampled once,
 //! from the newest timestamp. The segments they acknowledged leave the send queue in one
-//! operation. A
-//! duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor does an
-//! ACK with SACK blocks or a window change, which prediction does not take. Prediction is
-//! off while a recovery or duplicate ACKs are under way, so a merged ACK never meets either.
+//! operation. A duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor
+//! does an ACK with SACK blocks or a window change, which prediction does not take.
+//! Prediction is off while a recovery or duplicate ACKs are under way, so a merged ACK never
+//! meets either.
 //!
 //! A segment of a connection with an aggregate that does not merge flushes the aggregate
 //! first (counted by reason), then runs as any segment would, so one connection's segments

@@ -304,7 +304,18 @@ impl CongestionControl for Cubic {
     }
 
     fn on_acks(&mut self, acks: &Acks) {
-        // Each ACK in turn (slow start's min(acked, L), HyStart++'s round and RTT tracking
+        // Slow start without HyStart++, or back up to ssthresh after a timeout: if cwnd plus
+        // every ACK's min(acked, L) stays below ssthresh, no ACK of the run reached it (cwnd
+        // only rises), so each grew cwnd by its min(acked, L) (RFC 3465 §2.2) and nothing
+        // else changed.
+        if self.cwnd < self.ssthresh && (self.phase == Phase::Avoidance || !self.config.hystart) {
+            let grow = acks.limited_total(abc_limit(self.after_rto) * self.smss);
+            if self.cwnd as u64 + grow < self.ssthresh as u64 {
+                self.cwnd += grow as u32;
+                return;
+            }
+        }
+        // Otherwise each ACK in turn (slow start's min(acked, L), HyStart++'s round and RTT tracking
         // and the per-ACK growth toward the target are per ACK, RFC 3465 §2.2, RFC 9406
         // §4.2, RFC 9438 §4.4), with the cubic curve evaluated once for the run.
         let mut curve = None;

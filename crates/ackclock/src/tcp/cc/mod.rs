@@ -114,7 +114,7 @@ impl Acks<'_> {
         self.acks.is_empty()
     }
 
-    /// Bytes original ACK `i` acknowledged.
+    /// Bytes original ACK `i` (below [`Acks::len`]) acknowledged.
     #[inline(always)]
     pub fn acked(&self, i: usize) -> u32 {
         let prev = if i == 0 { self.una } else { self.acks[i - 1] };
@@ -135,7 +135,21 @@ impl Acks<'_> {
         last.wrapping_sub(self.una) - last.wrapping_sub(prev).min(self.unclaimed)
     }
 
-    /// Original ACK `i`, as [`CongestionControl::on_ack`] hears one.
+    /// The sum over the ACKs of min(acked, `l`): what slow start grows cwnd by (RFC 3465
+    /// §2.2, L = `l` bytes per ACK) if no ACK of the run reaches ssthresh.
+    #[inline(always)]
+    pub fn limited_total(&self, l: u32) -> u64 {
+        let Some((&newest, earlier)) = self.acks.split_last() else { return 0 };
+        let mut prev = self.una;
+        let mut sum = 0u64;
+        for &a in earlier {
+            sum += a.wrapping_sub(prev).min(l) as u64;
+            prev = a;
+        }
+        sum + newest.wrapping_sub(prev).saturating_sub(self.unclaimed).min(l) as u64
+    }
+
+    /// Original ACK `i` (below [`Acks::len`]), as [`CongestionControl::on_ack`] hears one.
     #[inline(always)]
     pub fn ack(&self, i: usize) -> Ack {
         Ack {

@@ -25,9 +25,7 @@ impl NewReno {
         // RFC 5681 §3.1: ssthresh starts "arbitrarily high".
         NewReno { smss, cwnd: initial_window(smss, iw_segments), ssthresh: u32::MAX, bytes_acked: 0, after_rto: false }
     }
-}
 
-impl NewReno {
     /// One ACK of `acked` new bytes.
     #[inline(always)]
     fn grow(&mut self, acked: u32) {
@@ -99,15 +97,7 @@ impl CongestionControl for NewReno {
             // Slow start. If cwnd plus every ACK's min(acked, L) stays below ssthresh, no ACK
             // of the run reached it (cwnd only rises), so each grew cwnd by its min(acked, L)
             // (RFC 3465 §2.2) and nothing else changed.
-            let l = abc_limit(self.after_rto) * self.smss;
-            let Some((&newest, earlier)) = acks.acks.split_last() else { return };
-            let mut prev = acks.una;
-            let mut grow = 0u64;
-            for &a in earlier {
-                grow += a.wrapping_sub(prev).min(l) as u64;
-                prev = a;
-            }
-            grow += newest.wrapping_sub(prev).saturating_sub(acks.unclaimed).min(l) as u64;
+            let grow = acks.limited_total(abc_limit(self.after_rto) * self.smss);
             if self.cwnd as u64 + grow < self.ssthresh as u64 {
                 self.cwnd += grow as u32;
                 return;
