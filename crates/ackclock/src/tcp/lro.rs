@@ -37,10 +37,13 @@
 //! *Pure ACKs*: an ACK that header prediction takes and whose number advances past the
 //! aggregate's newest, with a TSval not older, replaces it; the ACK numbers of the ACKs it
 //! replaces are kept, so congestion control hears every one (RFC 3465 byte counting with
-//! L = 2 SMSS per original ACK), and the RTT is sampled once, from the newest timestamp. A
-//! duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor does an
-//! ACK with SACK blocks or a window change, which prediction does not take. Prediction is
-//! off while a recovery or duplicate ACKs are under way, so a merged ACK never meets either.
+//! L = 2 SMSS per original ACK), all in one call (`CongestionControl::on_acks`, as Linux's
+//! `tcp_cong_avoid` hears the segments an ACK covered at once), and the RTT is sampled once,
+//! from the newest timestamp. The segments they acknowledged leave the send queue in one
+//! operation. A duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor
+//! does an ACK with SACK blocks or a window change, which prediction does not take.
+//! Prediction is off while a recovery or duplicate ACKs are under way, so a merged ACK never
+//! meets either.
 //!
 //! A segment of a connection with an aggregate that does not merge flushes the aggregate
 //! first (counted by reason), then runs as any segment would, so one connection's segments
@@ -50,11 +53,12 @@
 //! fast path processes it, and a batch of one frame takes the ordinary path.
 
 use super::env::Env;
-use super::input::{ack_grow, ack_release, ack_timer, fast_ack, in_order_ack_rule, in_order_queued, predict};
+use super::input::{ack_grow_merged, ack_release_by, ack_timer, fast_ack, in_order_ack_rule, in_order_queued, predict};
 use super::input::{quick_ack_on_data, ts_older};
 use super::input::{Fast, Predicted, Queue, SMALL_SEGMENT};
+use super::recovery;
 use super::seq::SeqNumber;
-use super::tcb::Tcb;
+use super::tcb::{Tcb, TxSeg};
 use super::{DropReason, Io, Tcp};
 use crate::buf::PBuf;
 use crate::iface::TcpIngress;
@@ -177,7 +181,7 @@ struct Flow {
     tos: u8,
     /// Data: the delayed-ACK timer was set when the aggregate began.
     had_delack: bool,
-    /// ACKs: the ACK numbers of the merged ACKs before the newest, oldest first.
+    /// ACKs: the ACK numbers of the merged ACKs, oldest first (the newest is `ack`).
     acks: [u32; MAX_SEGS],
 }
 
@@ -397,6 +401,7 @@ impl Tcp {
             Predicted::Ack { seq, ack, ts } => {
                 f.seq = seq;
                 f.ack = ack;
+                f.acks[0] = ack.0;
                 f.ts = ts;
                 f.tsval = ts.map_or(0, |t| t.0);
                 Fast::Done
@@ -437,9 +442,8 @@ impl Tcp {
             {
                 in_order_queued(tcb, len, unverified.is_some());
                 f.tsval = tsval.unwrap_or(0);
+                // Counted (segs_in) at the flush, which comes in this batch.
                 f.n += 1;
-                self.counters.segs_in += 1;
-                tcb.stats.segs_in += 1;
                 let why = match (seg.get(13).is_some_and(|b| b & PSH != 0), f.n as usize >= MAX_SEGS) {
                     (true, _) => Some(Flush::Push),
                     (false, true) => Some(Flush::Full),
@@ -453,14 +457,12 @@ impl Tcp {
             (Some(Predicted::Ack { ack, ts, .. }), Kind::Ack)
                 if same && f.ack < ack && ts.is_none_or(|(v, _)| !ts_older(v, f.tsval)) =>
             {
-                f.acks[f.n as usize - 1] = f.ack.0;
+                f.acks[f.n as usize] = ack.0;
                 f.ack = ack;
                 f.ts = ts;
                 f.tsval = ts.map_or(0, |t| t.0);
+                // Counted (segs_in, lro_acks) at the flush, which comes in this batch.
                 f.n += 1;
-                self.counters.segs_in += 1;
-                self.counters.lro_acks += 1;
-                tcb.stats.segs_in += 1;
                 f.n as usize >= MAX_SEGS
             }
             _ => {
@@ -483,8 +485,11 @@ impl Tcp {
         lro.used &= !(1 << s);
         let f = &lro.flows[s];
         let idx = f.idx;
-        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        // The segments merged after the first, which `merge` leaves to be counted here.
         let n = f.n as u64;
+        self.counters.segs_in += n - 1;
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        tcb.stats.segs_in += n - 1;
         let (dirty, rearm) = match f.kind {
             Kind::Data => {
                 let tsval = f.ts.map(|t| t.0);
@@ -506,7 +511,8 @@ impl Tcp {
                     _ => {
                         env.counters.fast_path_acks += n;
                         env.counters.lro_aggregates += 1;
-                        merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..f.n as usize - 1])
+                        env.counters.lro_acks += n - 1;
+                        merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..f.n as usize])
                     }
                 };
                 (true, rearm)
@@ -529,17 +535,17 @@ fn ts_ecr(seg: &[u8]) -> u32 {
     seg.get(28..32).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// A predicted pure ACK standing for `earlier.len() + 1` ACKs (the ACK numbers of the
-/// earlier ones given): released, sampled and timed once, as the newest; congestion control
-/// hears each original ACK with the bytes it acknowledged, so its window grows exactly as it
-/// would have for the separate ACKs (RFC 3465 §2.2: L = 2 SMSS per ACK, not per aggregate).
+/// A predicted pure ACK standing for `acks.len()` ACKs (their ACK numbers given, oldest
+/// first, the last being `ack`): released, sampled and timed once, as the newest; congestion
+/// control hears them in one call that grows the window exactly as the separate ACKs would
+/// have (RFC 3465 §2.2: L = 2 SMSS per ACK, not per aggregate; see `ack_grow_merged`).
 fn merged_ack(
     env: &mut Env,
     tcb: &mut Tcb,
     seq: SeqNumber,
     ack: SeqNumber,
     ts: Option<(u32, u32)>,
-    earlier: &[u32],
+    acks: &[u32],
 ) -> bool {
     if let Some((tsval, _)) = ts {
         if seq <= tcb.last_ack_sent {
@@ -549,16 +555,10 @@ fn merged_ack(
     }
     let old_rexmt = tcb.timers.rexmt.get();
     let una = tcb.snd_una;
-    let (data_acked, sample) = ack_release(env, tcb, ack, ts);
+    let (data_acked, sample) = ack_release_by(env, tcb, ack, ts, release_counted);
     // What the SYN or FIN took of the whole, taken from the last ACK's share.
     let unclaimed = ack.since(una) - data_acked;
-    let mut prev = una;
-    for &a in earlier {
-        let a = SeqNumber(a);
-        ack_grow(env, tcb, a, a.since(prev), None);
-        prev = a;
-    }
-    ack_grow(env, tcb, ack, ack.since(prev).saturating_sub(unclaimed), sample);
+    ack_grow_merged(env, tcb, una, acks, unclaimed, sample);
     ack_timer(env, tcb);
     tcb.snd_wl1 = seq;
     tcb.snd_wl2 = ack;
@@ -566,5 +566,124 @@ fn merged_ack(
     match (old_rexmt, tcb.timers.rexmt.get()) {
         (Some(old), Some(new)) => new < old,
         (old, new) => old != new,
+    }
+}
+
+/// The segments `ack` acknowledges whole leave the send queue: counted (with their bytes) in
+/// one pass, then taken off in one operation, which returns their pbufs to the pool: what
+/// `ack_release` does one segment at a time, for the many segments of a merged ACK.
+#[inline(always)]
+fn release_counted(tcb: &mut Tcb, ack: SeqNumber) {
+    let (front, back) = tcb.sndq.as_slices();
+    let (mut k, mut freed, mut rexmitted) = acknowledged(front, ack);
+    if k == front.len() {
+        let (k2, freed2, rexmitted2) = acknowledged(back, ack);
+        (k, freed, rexmitted) = (k + k2, freed + freed2, rexmitted | rexmitted2);
+    }
+    if rexmitted {
+        for i in 0..k {
+            let s = &tcb.sndq[i];
+            if s.sent > 1 {
+                let (seq, end) = (s.seq, s.end());
+                recovery::note_rxt_acked(tcb, seq, end);
+            }
+        }
+    }
+    match k {
+        0 => {}
+        1 => drop(tcb.sndq.pop_front()),
+        _ => drop(tcb.sndq.drain(..k)),
+    }
+    tcb.snd_queued -= freed;
+    tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(k);
+}
+
+/// How many segments at the front of `segs` `ack` acknowledges whole, their bytes, and
+/// whether any of them was retransmitted.
+#[inline(always)]
+fn acknowledged(segs: &[TxSeg], ack: SeqNumber) -> (usize, usize, bool) {
+    let (mut k, mut freed, mut rexmitted) = (0, 0, false);
+    for s in segs {
+        if s.end() > ack {
+            break;
+        }
+        k += 1;
+        freed += s.len() as usize;
+        if s.sent > 1 {
+            rexmitted = true;
+        }
+    }
+    (k, freed, rexmitted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+    use crate::tcp::input::release_each;
+    use crate::tcp::tcb::{FourTuple, State};
+    use crate::tcp::{SocketOptions, TcpConfig};
+    use core::net::Ipv4Addr;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    /// A connection whose send queue holds segments of `lens` bytes from SND.UNA on, each
+    /// transmitted `sent` times, with `snd_nxt_idx` as given; the queue's ring begins
+    /// `rotate` places in, so that it may wrap (and the queue be two slices).
+    fn sender(pool: &Pool, lens: &[(u32, u32)], snd_nxt_idx: usize, rotate: usize) -> Tcb {
+        let now = Instant::from_secs(1);
+        let tcp = Tcp::new(TcpConfig::default(), 7, now);
+        let local = Ipv4Addr::new(10, 0, 0, 1);
+        let remote = Ipv4Addr::new(10, 0, 0, 2);
+        let tuple = FourTuple { local_addr: local, local_port: 80, remote_addr: remote, remote_port: 4000 };
+        let opts = SocketOptions::from_config(&TcpConfig::default());
+        let mut tcb = tcp.new_tcb(now, tuple, opts, 1500, State::Established);
+        let mut seq = tcb.snd_una;
+        tcb.sndq = VecDeque::with_capacity(lens.len().max(1));
+        for _ in 0..rotate {
+            let buf = pool.alloc().unwrap();
+            tcb.sndq.push_back(TxSeg { seq, buf, sent: 0, sent_at: now, sacked: false });
+            tcb.sndq.pop_front();
+        }
+        for &(len, sent) in lens {
+            let mut buf = pool.alloc().unwrap();
+            buf.append(len as usize).unwrap();
+            tcb.sndq.push_back(TxSeg { seq, buf, sent, sent_at: now, sacked: false });
+            tcb.snd_queued += len as usize;
+            seq += len;
+        }
+        tcb.snd_nxt_idx = snd_nxt_idx;
+        tcb
+    }
+
+    proptest! {
+        /// The merged ACK's release (counted, then one drain) leaves the send queue, its
+        /// byte count, `snd_nxt_idx`, the record of acknowledged retransmissions (for
+        /// D-SACK) and the pool exactly as the one-at-a-time release does.
+        #[test]
+        fn counted_release_equals_one_at_a_time(
+            lens in prop::collection::vec((1u32..1500, prop_oneof![4 => Just(1u32), 1 => 0u32..4]), 0..40),
+            upto in 0usize..45,
+            within in 0u32..1500,
+            snd_nxt_idx in 0usize..45,
+            rotate in 0usize..40,
+        ) {
+            let pool = Pool::new(PoolConfig { buffers: 128, ..PoolConfig::default() }).unwrap();
+            let mut a = sender(&pool, &lens, snd_nxt_idx, 0);
+            let mut b = sender(&pool, &lens, snd_nxt_idx, rotate);
+            // An ACK at the end of segment `upto` (or past the last), or inside the next one.
+            let ends: u32 = lens.iter().take(upto).map(|l| l.0).sum();
+            let ack = a.snd_una + ends + within.min(lens.get(upto).map_or(0, |l| l.0 - 1));
+            let before = pool.available();
+            release_each(&mut a, ack);
+            let freed_a = pool.available() - before;
+            release_counted(&mut b, ack);
+            let freed_b = pool.available() - before - freed_a;
+            prop_assert_eq!(freed_a, freed_b);
+            let left = |t: &Tcb| t.sndq.iter().map(|s| (s.seq, s.len(), s.sent)).collect::<Vec<_>>();
+            prop_assert_eq!(left(&a), left(&b));
+            prop_assert_eq!((a.snd_queued, a.snd_nxt_idx), (b.snd_queued, b.snd_nxt_idx));
+            prop_assert_eq!(a.rxt_acked, b.rxt_acked);
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! β = 7/10 and the Reno-friendly α = 3(1-β)/(1+β) = 9/17 are rationals too.
 
 use super::newreno::abc_limit;
-use super::{initial_window, Ack, CongestionControl};
+use super::{initial_window, Ack, Acks, CongestionControl};
 use crate::time::{Duration, Instant};
 
 /// Options.
@@ -238,7 +238,12 @@ impl Cubic {
         }
     }
 
-    fn avoidance(&mut self, ack: &Ack) {
+    /// Congestion avoidance for one ACK. `curve` keeps W_cubic(t + RTT) and W_cubic(t)
+    /// across the ACKs of one [`on_acks`](CongestionControl::on_acks) call: they share `now`
+    /// and the smoothed RTT, and the epoch, once begun, does not change inside the call, so
+    /// the cubic function (i128 arithmetic) runs once per call, not once per ACK.
+    #[inline(always)]
+    fn avoidance(&mut self, ack: &Ack, curve: &mut Option<(u64, u64)>) {
         let (start, k) = match self.epoch {
             Some(e) => e,
             None => {
@@ -254,16 +259,18 @@ impl Cubic {
                 e
             }
         };
-        let t = ack.now.saturating_duration_since(start);
-        let rtt = ack.srtt.unwrap_or(Duration::ZERO);
+        let (ahead, w_cubic_now) = *curve.get_or_insert_with(|| {
+            let t = ack.now.saturating_duration_since(start);
+            let rtt = ack.srtt.unwrap_or(Duration::ZERO);
+            (Cubic::w_cubic(t + rtt, k, self.w_max, self.smss), Cubic::w_cubic(t, k, self.w_max, self.smss))
+        });
         // §4.4: aim at W_cubic one RTT ahead, within [cwnd, 1.5 cwnd].
         let cwnd = self.cwnd as u64;
-        let target = Cubic::w_cubic(t + rtt, k, self.w_max, self.smss).clamp(cwnd, cwnd + cwnd / 2);
+        let target = ahead.clamp(cwnd, cwnd + cwnd / 2);
         // §4.3: Reno-friendly estimate, α = 9/17 until it reaches cwnd_prior, then 1.
         let (an, ad) = if (self.w_est >> 10) >= self.cwnd_prior as u64 { (1, 1) } else { (9, 17) };
         self.w_est += (an * self.smss as u64 * ack.acked as u64 * 1024) / (ad * cwnd.max(1));
         let w_est = self.w_est >> 10;
-        let w_cubic_now = Cubic::w_cubic(t, k, self.w_max, self.smss);
         let next = if w_cubic_now < w_est {
             // Reno-friendly region.
             w_est.max(cwnd)
@@ -272,6 +279,24 @@ impl Cubic {
             cwnd + (target - cwnd) * ack.acked as u64 / cwnd.max(1)
         };
         self.cwnd = next.min(u32::MAX as u64) as u32;
+    }
+
+    /// One ACK (see [`Cubic::avoidance`] for `curve`).
+    #[inline(always)]
+    fn one(&mut self, ack: &Ack, curve: &mut Option<(u64, u64)>) {
+        if self.cwnd < self.ssthresh && self.phase != Phase::Avoidance {
+            self.slow_start(ack);
+        } else if self.cwnd < self.ssthresh {
+            // After an RTO (or an idle restart): slow start back up to ssthresh (RFC 5681).
+            let l = abc_limit(self.after_rto);
+            self.cwnd = self.cwnd.saturating_add(ack.acked.min(l * self.smss)).min(self.ssthresh);
+            if self.cwnd >= self.ssthresh {
+                self.after_rto = false;
+            }
+        } else {
+            self.phase = Phase::Avoidance;
+            self.avoidance(ack, curve);
+        }
     }
 }
 
@@ -293,18 +318,27 @@ impl CongestionControl for Cubic {
     }
 
     fn on_ack(&mut self, ack: &Ack) {
-        if self.cwnd < self.ssthresh && self.phase != Phase::Avoidance {
-            self.slow_start(ack);
-        } else if self.cwnd < self.ssthresh {
-            // After an RTO (or an idle restart): slow start back up to ssthresh (RFC 5681).
-            let l = abc_limit(self.after_rto);
-            self.cwnd = self.cwnd.saturating_add(ack.acked.min(l * self.smss)).min(self.ssthresh);
-            if self.cwnd >= self.ssthresh {
-                self.after_rto = false;
+        self.one(ack, &mut None);
+    }
+
+    fn on_acks(&mut self, acks: &Acks) {
+        // Slow start without HyStart++, or back up to ssthresh after a timeout: if cwnd plus
+        // every ACK's min(acked, L) stays below ssthresh, no ACK of the run reached it (cwnd
+        // only rises), so each grew cwnd by its min(acked, L) (RFC 3465 §2.2) and nothing
+        // else changed.
+        if self.cwnd < self.ssthresh && (self.phase == Phase::Avoidance || !self.config.hystart) {
+            let grow = acks.limited_total(abc_limit(self.after_rto) * self.smss);
+            if self.cwnd as u64 + grow < self.ssthresh as u64 {
+                self.cwnd += grow as u32;
+                return;
             }
-        } else {
-            self.phase = Phase::Avoidance;
-            self.avoidance(ack);
+        }
+        // Otherwise each ACK in turn (slow start's min(acked, L), HyStart++'s round and RTT tracking
+        // and the per-ACK growth toward the target are per ACK, RFC 3465 §2.2, RFC 9406
+        // §4.2, RFC 9438 §4.4), with the cubic curve evaluated once for the run.
+        let mut curve = None;
+        for i in 0..acks.len() {
+            self.one(&acks.ack(i), &mut curve);
         }
     }
 

@@ -6,6 +6,8 @@
 //! inflation by duplicate ACKs (NewReno), or the SACK `pipe` (RFC 6675) — is the sender's
 //! business (`tcp::recovery`), the same for every algorithm.
 
+#[cfg(test)]
+mod batch_tests;
 mod cubic;
 mod newreno;
 
@@ -66,6 +68,101 @@ pub struct Ack {
     pub snd_max: u64,
 }
 
+/// Consecutive acknowledgements of new data, outside recovery, heard in one call: the
+/// original ACKs that one aggregated pure ACK stands for (receive aggregation, after the
+/// Myri10GE `inet_lro` patch, Gallatin 2008). Linux hands its `cong_avoid` the count of
+/// segments an ACK covered (`tcp_cong_avoid(sk, ack, acked)`); here the window must grow
+/// exactly as it would have for the separate ACKs (RFC 3465 §2.2: slow start counts at most
+/// L = 2 SMSS *per ACK*), so each original ACK is described, by its number.
+///
+/// Original ACK `i` is the [`Ack`] that [`Acks::ack`] gives: it acknowledged
+/// `acks[i] - acks[i - 1]` bytes (`acks[0] - una` for the first), the newest less
+/// `unclaimed`; only the newest carries the RTT sample; `now`, `srtt` and `snd_max` are the
+/// same for all of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Acks<'a> {
+    /// When the ACKs arrived (all in one received batch).
+    pub now: Instant,
+    /// The RTT sample, taken from the newest ACK; the earlier ones carry none.
+    pub rtt: Option<Duration>,
+    /// The smoothed RTT, the sample included.
+    pub srtt: Option<Duration>,
+    /// Highest sequence number sent (BSD's snd_max), as an offset from the ISS.
+    pub snd_max: u64,
+    /// The ISS: ACK number `a` is the offset `a - iss` (modulo 2^32) in [`Ack::ack_seq`].
+    pub iss: u32,
+    /// SND.UNA before the first of them.
+    pub una: u32,
+    /// The ACK numbers, oldest first: each advances past the one before, and all lie in
+    /// `una..=snd_max`.
+    pub acks: &'a [u32],
+    /// What the newest ACK's share took that was not data (the SYN or the FIN), which its
+    /// byte count leaves out.
+    pub unclaimed: u32,
+}
+
+impl Acks<'_> {
+    /// How many original ACKs.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.acks.len()
+    }
+
+    /// Whether there are none.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty()
+    }
+
+    /// Bytes original ACK `i` (below [`Acks::len`]) acknowledged.
+    #[inline(always)]
+    pub fn acked(&self, i: usize) -> u32 {
+        let prev = if i == 0 { self.una } else { self.acks[i - 1] };
+        let share = self.acks[i].wrapping_sub(prev);
+        if i + 1 == self.acks.len() {
+            share.saturating_sub(self.unclaimed)
+        } else {
+            share
+        }
+    }
+
+    /// Bytes all of them acknowledged: the sum of [`Acks::acked`], from the two ends (the
+    /// ACK numbers advance within `una..=snd_max`, so the shares telescope).
+    #[inline(always)]
+    pub fn total(&self) -> u32 {
+        let Some((&last, rest)) = self.acks.split_last() else { return 0 };
+        let prev = rest.last().copied().unwrap_or(self.una);
+        last.wrapping_sub(self.una) - last.wrapping_sub(prev).min(self.unclaimed)
+    }
+
+    /// The sum over the ACKs of min(acked, `l`): what slow start grows cwnd by (RFC 3465
+    /// §2.2, L = `l` bytes per ACK) if no ACK of the run reaches ssthresh.
+    #[inline(always)]
+    pub fn limited_total(&self, l: u32) -> u64 {
+        let Some((&newest, earlier)) = self.acks.split_last() else { return 0 };
+        let mut prev = self.una;
+        let mut sum = 0u64;
+        for &a in earlier {
+            sum += a.wrapping_sub(prev).min(l) as u64;
+            prev = a;
+        }
+        sum + newest.wrapping_sub(prev).saturating_sub(self.unclaimed).min(l) as u64
+    }
+
+    /// Original ACK `i` (below [`Acks::len`]), as [`CongestionControl::on_ack`] hears one.
+    #[inline(always)]
+    pub fn ack(&self, i: usize) -> Ack {
+        Ack {
+            now: self.now,
+            acked: self.acked(i),
+            rtt: if i + 1 == self.acks.len() { self.rtt } else { None },
+            srtt: self.srtt,
+            ack_seq: self.acks[i].wrapping_sub(self.iss) as u64,
+            snd_max: self.snd_max,
+        }
+    }
+}
+
 /// A congestion-control algorithm.
 pub trait CongestionControl: fmt::Debug + Send {
     /// The algorithm's name, as [`Algorithm::name`] spells it.
@@ -76,6 +173,15 @@ pub trait CongestionControl: fmt::Debug + Send {
     fn ssthresh(&self) -> u32;
     /// New data was acknowledged (not during recovery).
     fn on_ack(&mut self, ack: &Ack);
+    /// Several consecutive ACKs of new data (not during recovery), heard at once: the window
+    /// must end exactly where [`on_ack`](Self::on_ack) for each of [`Acks::ack`]`(0..len)`
+    /// in turn would leave it. This default does that; an algorithm specialises it to do
+    /// the per-aggregate part of its work once.
+    fn on_acks(&mut self, acks: &Acks) {
+        for i in 0..acks.len() {
+            self.on_ack(&acks.ack(i));
+        }
+    }
     /// Loss detected by duplicate ACKs or SACK; `flight` is FlightSize (RFC 5681 eq. 4).
     /// Sets ssthresh and leaves cwnd at ssthresh; the sender adds its recovery inflation.
     fn on_loss(&mut self, now: Instant, flight: u32);

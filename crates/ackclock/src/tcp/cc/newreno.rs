@@ -3,7 +3,7 @@
 //! one SMSS per window of data acknowledged, halving on loss (why 1/2: Jacobson and
 //! Karels 1988).
 
-use super::{initial_window, Ack, CongestionControl};
+use super::{initial_window, Ack, Acks, CongestionControl};
 use crate::time::Instant;
 
 /// NewReno's window (RFC 5681, RFC 6582, RFC 3465).
@@ -32,6 +32,28 @@ impl NewReno {
             bytes_acked: 0,
             after_rto: false,
             prior: None,
+        }
+    }
+
+    /// One ACK of `acked` new bytes.
+    #[inline(always)]
+    fn grow(&mut self, acked: u32) {
+        if self.cwnd < self.ssthresh {
+            // Slow start, RFC 3465 §2.2: grow by the bytes acknowledged, at most L SMSS per
+            // ACK, and not past ssthresh in one step.
+            let grow = acked.min(abc_limit(self.after_rto) * self.smss);
+            self.cwnd = self.cwnd.saturating_add(grow).min(self.ssthresh.max(self.cwnd));
+            if self.cwnd >= self.ssthresh {
+                self.bytes_acked = 0;
+                self.after_rto = false;
+            }
+        } else {
+            // Congestion avoidance, RFC 3465 §2.1: +1 SMSS once a window's worth is acked.
+            self.bytes_acked = self.bytes_acked.saturating_add(acked);
+            if self.bytes_acked >= self.cwnd {
+                self.bytes_acked -= self.cwnd;
+                self.cwnd = self.cwnd.saturating_add(self.smss);
+            }
         }
     }
 }
@@ -67,22 +89,33 @@ impl CongestionControl for NewReno {
     }
 
     fn on_ack(&mut self, ack: &Ack) {
-        if self.cwnd < self.ssthresh {
-            // Slow start, RFC 3465 §2.2: grow by the bytes acknowledged, at most L SMSS per
-            // ACK, and not past ssthresh in one step.
-            let grow = ack.acked.min(abc_limit(self.after_rto) * self.smss);
-            self.cwnd = self.cwnd.saturating_add(grow).min(self.ssthresh.max(self.cwnd));
-            if self.cwnd >= self.ssthresh {
-                self.bytes_acked = 0;
-                self.after_rto = false;
+        self.grow(ack.acked);
+    }
+
+    fn on_acks(&mut self, acks: &Acks) {
+        if self.cwnd >= self.ssthresh {
+            // Congestion avoidance. If less than the window's worth is counted by the end, no
+            // ACK of the run completed one (bytes_acked only rises): the count is the only
+            // change, and it grows by the run's total.
+            let total = acks.total();
+            if (self.bytes_acked as u64 + total as u64) < self.cwnd as u64 {
+                self.bytes_acked += total;
+                return;
             }
         } else {
-            // Congestion avoidance, RFC 3465 §2.1: +1 SMSS once a window's worth is acked.
-            self.bytes_acked = self.bytes_acked.saturating_add(ack.acked);
-            if self.bytes_acked >= self.cwnd {
-                self.bytes_acked -= self.cwnd;
-                self.cwnd = self.cwnd.saturating_add(self.smss);
+            // Slow start. If cwnd plus every ACK's min(acked, L) stays below ssthresh, no ACK
+            // of the run reached it (cwnd only rises), so each grew cwnd by its min(acked, L)
+            // (RFC 3465 §2.2) and nothing else changed.
+            let grow = acks.limited_total(abc_limit(self.after_rto) * self.smss);
+            if self.cwnd as u64 + grow < self.ssthresh as u64 {
+                self.cwnd += grow as u32;
+                return;
             }
+        }
+        // Otherwise each ACK's share in turn, as RFC 3465 counts them: slow start's
+        // min(acked, L) and congestion avoidance's one SMSS per window are per ACK.
+        for i in 0..acks.len() {
+            self.grow(acks.acked(i));
         }
     }
 

@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::buf::PBuf;
-use crate::tcp::cc::Ack;
+use crate::tcp::cc::{Ack, Acks};
 use crate::tcp::env::Env;
 use crate::tcp::output;
 use crate::tcp::reasm::Insert;
@@ -464,6 +464,19 @@ pub(crate) fn ack_release(
     ack: SeqNumber,
     ts: Option<(u32, u32)>,
 ) -> (u32, Option<Duration>) {
+    ack_release_by(env, tcb, ack, ts, release_each)
+}
+
+/// [`ack_release`] with the way the acknowledged segments leave the send queue given: an
+/// aggregated ACK releases the segments of all its original ACKs at once (`tcp::lro`).
+#[inline(always)]
+pub(crate) fn ack_release_by(
+    env: &mut Env,
+    tcb: &mut Tcb,
+    ack: SeqNumber,
+    ts: Option<(u32, u32)>,
+    release: impl FnOnce(&mut Tcb, SeqNumber),
+) -> (u32, Option<Duration>) {
     let acked = ack.since(tcb.snd_una);
     // The SYN occupies iss; our data starts at iss + 1.
     let mut data_acked = acked;
@@ -494,7 +507,21 @@ pub(crate) fn ack_release(
     if let Some(rtt) = sample {
         tcb.rtt.sample(rtt);
     }
-    // Release acknowledged segments: their pbufs go back to the pool here.
+    release(tcb, ack);
+    tcb.snd_una = ack;
+    if tcb.snd_nxt < tcb.snd_una {
+        tcb.snd_nxt = tcb.snd_una;
+        tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
+    }
+    tcb.stats.bytes_acked += data_acked as u64;
+    tcb.retries = 0;
+    (data_acked, sample)
+}
+
+/// Release the segments `ack` acknowledges whole, one at a time: their pbufs go back to
+/// the pool here.
+#[inline(always)]
+pub(crate) fn release_each(tcb: &mut Tcb, ack: SeqNumber) {
     while let Some(front) = tcb.sndq.front() {
         if front.end() <= ack {
             if let Some(s) = tcb.sndq.pop_front() {
@@ -508,14 +535,6 @@ pub(crate) fn ack_release(
             break;
         }
     }
-    tcb.snd_una = ack;
-    if tcb.snd_nxt < tcb.snd_una {
-        tcb.snd_nxt = tcb.snd_una;
-        tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
-    }
-    tcb.stats.bytes_acked += data_acked as u64;
-    tcb.retries = 0;
-    (data_acked, sample)
 }
 
 /// Outside recovery: the duplicate-ACK count resets and the congestion window grows.
@@ -531,6 +550,36 @@ pub(crate) fn ack_grow(env: &Env, tcb: &mut Tcb, ack: SeqNumber, data_acked: u32
         snd_max: tcb.snd_max.since(tcb.iss) as u64,
     };
     tcb.cc.on_ack(&info);
+}
+
+/// [`ack_grow`] for the original ACKs one aggregated pure ACK stands for (receive
+/// aggregation, Gallatin 2008): one congestion-control call for all of them, as Linux's
+/// `tcp_cong_avoid(sk, ack, acked)` is one call for the segments an ACK covered, and the
+/// window grows exactly as the separate calls would have grown it (RFC 3465 §2.2: L per
+/// original ACK). `una` is SND.UNA before the first, `acks` their ACK numbers, oldest first;
+/// `unclaimed` is what the SYN or FIN took of the newest's share, `sample` the newest's RTT
+/// sample (the earlier ones carry none).
+#[inline(always)]
+pub(crate) fn ack_grow_merged(
+    env: &Env,
+    tcb: &mut Tcb,
+    una: SeqNumber,
+    acks: &[u32],
+    unclaimed: u32,
+    sample: Option<Duration>,
+) {
+    tcb.dupacks = 0;
+    let run = Acks {
+        now: env.now,
+        rtt: sample,
+        srtt: tcb.rtt.srtt(),
+        snd_max: tcb.snd_max.since(tcb.iss) as u64,
+        iss: tcb.iss.0,
+        una: una.0,
+        acks,
+        unclaimed,
+    };
+    tcb.cc.on_acks(&run);
 }
 
 /// RFC 6298 §5.2/5.3: restart the retransmission timer while data is outstanding, stop it
