@@ -33,10 +33,12 @@
 //! TS.Recent, the lists; for a pure ACK all of it) run once per aggregate of a connection's
 //! segments.
 
+mod ack;
 mod deferred;
 mod fast;
 mod slow;
 
+pub(crate) use ack::*;
 pub(crate) use deferred::*;
 pub(crate) use fast::*;
 pub(crate) use slow::*;
