@@ -34,6 +34,8 @@ enum Event {
         new_ssthresh: bool,
     },
     RecoveryEnd,
+    /// The last loss response proved unnecessary.
+    Undo,
     Idle,
     Smss(u32),
 }
@@ -63,6 +65,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => Just(Event::Loss),
         1 => any::<bool>().prop_map(|new_ssthresh| Event::Rto { new_ssthresh }),
         1 => Just(Event::RecoveryEnd),
+        1 => Just(Event::Undo),
         1 => Just(Event::Idle),
         1 => prop_oneof![Just(SMSS), Just(1000u32), Just(536u32)].prop_map(Event::Smss),
     ]
@@ -113,6 +116,9 @@ impl CongestionControl for Unspecialised {
     }
     fn on_recovery_end(&mut self, now: Instant) {
         self.0.on_recovery_end(now)
+    }
+    fn on_spurious_loss(&mut self, now: Instant) {
+        self.0.on_spurious_loss(now)
     }
     fn on_idle(&mut self, now: Instant, restart_window: u32) {
         self.0.on_idle(now, restart_window)
@@ -189,6 +195,10 @@ fn same_windows(
             Event::RecoveryEnd => {
                 separate.on_recovery_end(now);
                 batched.on_recovery_end(now);
+            }
+            Event::Undo => {
+                separate.on_spurious_loss(now);
+                batched.on_spurious_loss(now);
             }
             Event::Idle => {
                 let w = initial_window(smss, 10);
