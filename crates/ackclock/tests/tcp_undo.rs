@@ -69,6 +69,27 @@ fn expect_new(t: &mut Script, ms: u64, from: u32, to: u32) {
     t.expect_nothing(ms);
 }
 
+/// The first test's undo, by Eifel at 12 ms: the threshold is then 4 and segments 11-20 have
+/// gone out; returns the TSval segment 11 carried.
+fn undone_by_eifel() -> (Script, TcpHandle, u32) {
+    let (mut t, c, ts1) = ten_in_flight(true);
+    fast_retransmit_of_1(&mut t, c, Some(ts1));
+    t.inject(12, ack(s(11), Some(ts1)));
+    assert_eq!(t.stack.tcp_info(c).unwrap().reordering, 4);
+    let new = t.sent_now();
+    assert_eq!(new.len(), 10);
+    let ts11 = new[0].ts.unwrap().0;
+    (t, c, ts11)
+}
+
+/// Let 2 s pass with nothing arriving (the retransmission timer fires) and return the
+/// connection's state after.
+fn after_a_timeout(t: &mut Script, c: TcpHandle) -> ackclock::tcp::TcpInfo {
+    t.at_us(2_000_000);
+    t.sent_now();
+    t.stack.tcp_info(c).unwrap()
+}
+
 /// RFC 3522 §3.2: the ACK that covers the retransmitted segment echoes the TSval of the
 /// original (RFC 7323 §4.3: the receiver echoes the segment that filled the hole), which
 /// is older than the retransmission's: the original arrived, the retransmission was not
@@ -199,13 +220,7 @@ fn no_undo_after_a_timeout() {
 /// during that recovery leaves the threshold alone (Linux `tcp_enter_loss`).
 #[test]
 fn an_undo_raises_the_duplicate_ack_threshold() {
-    let (mut t, c, ts1) = ten_in_flight(true);
-    fast_retransmit_of_1(&mut t, c, Some(ts1));
-    t.inject(12, ack(s(11), Some(ts1)));
-    assert_eq!(t.stack.tcp_info(c).unwrap().reordering, 4);
-    let new = t.sent_now();
-    assert_eq!(new.len(), 10);
-    let ts11 = new[0].ts.unwrap().0;
+    let (mut t, c, ts11) = undone_by_eifel();
     // Segment 11 arrives (slow start: cwnd 11, segments 21 and 22 go); segment 12 is held
     // back while 13, 14 and 15 arrive: three duplicate ACKs, no retransmission. Each SACKs
     // a segment, which left the network: one new segment each, the third too (RFC 3042's
@@ -224,9 +239,7 @@ fn an_undo_raises_the_duplicate_ack_threshold() {
     assert_eq!(sent.first().map(|x| (x.seq, x.len)), Some((s(12), 1000)), "{sent:?}");
     assert_eq!(t.stack.tcp_info(c).unwrap().stats.fast_retransmits, 2);
     // Nothing more arrives: the timeout comes during the recovery.
-    t.at_us(2_000_000);
-    t.sent_now();
-    let i = t.stack.tcp_info(c).unwrap();
+    let i = after_a_timeout(&mut t, c);
     assert_eq!((i.stats.rtos, i.reordering), (1, 4));
 }
 
@@ -235,19 +248,14 @@ fn an_undo_raises_the_duplicate_ack_threshold() {
 /// 3. (With the threshold at 4, three SACKed segments started no recovery.)
 #[test]
 fn a_timeout_with_losses_the_threshold_missed_lowers_it() {
-    let (mut t, c, ts1) = ten_in_flight(true);
-    fast_retransmit_of_1(&mut t, c, Some(ts1));
-    t.inject(12, ack(s(11), Some(ts1)));
-    let ts11 = t.sent_now()[0].ts.unwrap().0;
+    let (mut t, c, ts11) = undone_by_eifel();
     for k in 13..=15 {
         t.inject(20, ack(s(11), Some(ts11)).sack(&[(s(12), s(k))]));
     }
     t.sent_now();
     let i = t.stack.tcp_info(c).unwrap();
     assert_eq!((i.reordering, i.stats.fast_retransmits), (4, 1));
-    t.at_us(2_000_000);
-    t.sent_now();
-    let i = t.stack.tcp_info(c).unwrap();
+    let i = after_a_timeout(&mut t, c);
     assert_eq!((i.stats.rtos, i.reordering), (1, 3));
 }
 
