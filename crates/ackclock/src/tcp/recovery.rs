@@ -19,7 +19,7 @@ use crate::stats::Counters;
 use crate::time::Duration;
 
 /// RFC 5681's duplicate-ACK threshold (DupThresh of RFC 6675): where every connection's
-/// `Tcb::reordering` starts, and where a timeout puts it back.
+/// `Tcb::reordering` starts, and where a timeout that shows it too high puts it back.
 pub(crate) const DUP_THRESH: u16 = 3;
 
 /// The highest `Tcb::reordering` an undo can set (Linux's `tcp_max_reordering`).
@@ -59,8 +59,8 @@ pub(crate) struct Undo {
     /// carried.
     pub first: Option<(SeqNumber, SeqNumber, u32)>,
     /// The Eifel verdict on the first retransmission (RFC 3522 §3.2), given by the first ACK
-    /// that covers it: whether that ACK echoed a timestamp older than the retransmission's,
-    /// so that the original, not the retransmission, reached the receiver.
+    /// that acknowledges all of it: whether that ACK echoed a timestamp older than the
+    /// retransmission's, so that the original, not the retransmission, reached the receiver.
     pub eifel: Option<bool>,
     /// The highest SACKed sequence number seen while the episode ran (the "forward-most"
     /// data known to have arrived): how far the segments overtook the one thought lost.
@@ -118,8 +118,8 @@ pub(crate) fn try_undo(env: &mut Env, tcb: &mut Tcb) {
         tcb.undo = None;
         // The segments that overtook the first retransmitted one would have been needed as
         // duplicate ACKs to leave it alone: the duplicate-ACK threshold rises to match
-        // (Linux `tcp_check_sack_reordering`; RFC 4653 adapts it likewise). A timeout puts
-        // it back to 3.
+        // (Linux `tcp_check_sack_reordering`; RFC 4653 adapts it likewise). A timeout with
+        // losses it waited for puts it back to 3 (`abandon`).
         if let Some((seq, _, _)) = u.first.filter(|&(seq, _, _)| u.fack > seq) {
             let smss = (tcb.eff_mss as u32).max(1);
             let degree = u.fack.since(seq).div_ceil(smss).min(MAX_REORDERING as u32) as u16;
