@@ -55,6 +55,15 @@ struct Rounds {
 pub struct Cubic {
     config: CubicConfig,
     smss: u32,
+    st: State,
+    /// The state before the last loss response, until a timeout or an undo (RFC 9438 §4.9).
+    prior: Option<State>,
+}
+
+/// Everything a loss response changes, kept together so that it can be saved whole and
+/// taken back if the response proves unnecessary.
+#[derive(Debug, Clone, Copy)]
+struct State {
     cwnd: u32,
     ssthresh: u32,
     phase: Phase,
@@ -70,23 +79,6 @@ pub struct Cubic {
     /// when HyStart++ ended slow start without a loss and there is no W_max (§4.10).
     restart_at_cwnd: bool,
     /// In the slow start that follows a retransmission timeout (RFC 3465 §2.3: L = 1 SMSS).
-    after_rto: bool,
-    rounds: Rounds,
-    /// The state before the last loss response, until a timeout or an undo (RFC 9438 §4.9).
-    prior: Option<Saved>,
-}
-
-/// What a loss response changes, saved to take it back if it proves unnecessary.
-#[derive(Debug, Clone, Copy)]
-struct Saved {
-    cwnd: u32,
-    ssthresh: u32,
-    phase: Phase,
-    w_max: u32,
-    cwnd_prior: u32,
-    epoch: Option<(Instant, u64)>,
-    w_est: u64,
-    restart_at_cwnd: bool,
     after_rto: bool,
     rounds: Rounds,
 }
@@ -120,9 +112,7 @@ impl Cubic {
     pub fn new(smss: u32, iw_segments: u32, config: CubicConfig) -> Cubic {
         let smss = smss.max(1);
         let cwnd = initial_window(smss, iw_segments);
-        Cubic {
-            config,
-            smss,
+        let st = State {
             cwnd,
             ssthresh: u32::MAX,
             phase: Phase::SlowStart,
@@ -133,8 +123,8 @@ impl Cubic {
             restart_at_cwnd: false,
             after_rto: false,
             rounds: Rounds { window_end: 0, last_min: None, current_min: None, samples: 0 },
-            prior: None,
-        }
+        };
+        Cubic { config, smss, st, prior: None }
     }
 
     /// K of RFC 9438 eq. 2, microseconds: ∛((W_max − cwnd_epoch) / C), with windows in
@@ -159,53 +149,53 @@ impl Cubic {
     fn congestion_event(&mut self, flight: u32) {
         // §4.7 fast convergence: a flow that lost before reaching its previous W_max
         // releases bandwidth for newer flows.
-        self.w_max = if self.cwnd < self.w_max {
-            (self.cwnd as u64 * (BETA_DEN + BETA_NUM) / (2 * BETA_DEN)) as u32
+        self.st.w_max = if self.st.cwnd < self.st.w_max {
+            (self.st.cwnd as u64 * (BETA_DEN + BETA_NUM) / (2 * BETA_DEN)) as u32
         } else {
-            self.cwnd
+            self.st.cwnd
         };
-        self.cwnd_prior = self.cwnd;
+        self.st.cwnd_prior = self.st.cwnd;
         // §4.6: ssthresh = flight_size × β, at least 2 SMSS.
         let reduced = (flight.max(self.smss) as u64 * BETA_NUM / BETA_DEN) as u32;
-        self.ssthresh = reduced.max(2 * self.smss);
-        self.epoch = None;
+        self.st.ssthresh = reduced.max(2 * self.smss);
+        self.st.epoch = None;
         // This loss sets W_max; an earlier RTO's or HyStart++'s restart no longer applies.
-        self.restart_at_cwnd = false;
-        self.phase = Phase::Avoidance;
+        self.st.restart_at_cwnd = false;
+        self.st.phase = Phase::Avoidance;
     }
 
     fn slow_start(&mut self, ack: &Ack) {
         // L for a sender that does not pace (RFC 9406 §4.3 allows infinity): RFC 3465's, as
         // NewReno's, so that slow start is the same under both.
-        let mut grow = ack.acked.min(abc_limit(self.after_rto) * self.smss);
+        let mut grow = ack.acked.min(abc_limit(self.st.after_rto) * self.smss);
         if self.config.hystart {
             self.hystart_round(ack);
-            if let Phase::Css { .. } = self.phase {
+            if let Phase::Css { .. } = self.st.phase {
                 grow /= CSS_GROWTH_DIVISOR;
             }
         }
-        self.cwnd = self.cwnd.saturating_add(grow);
-        if self.cwnd >= self.ssthresh {
-            self.cwnd = self.ssthresh;
-            self.phase = Phase::Avoidance;
+        self.st.cwnd = self.st.cwnd.saturating_add(grow);
+        if self.st.cwnd >= self.st.ssthresh {
+            self.st.cwnd = self.st.ssthresh;
+            self.st.phase = Phase::Avoidance;
         }
     }
 
     /// RFC 9406 §4.2.
     fn hystart_round(&mut self, ack: &Ack) {
-        let r = &mut self.rounds;
+        let r = &mut self.st.rounds;
         if let Some(rtt) = ack.rtt {
             r.current_min = Some(r.current_min.map_or(rtt, |m| m.min(rtt)));
             r.samples += 1;
         }
         let round_over = ack.ack_seq >= r.window_end;
-        match self.phase {
+        match self.st.phase {
             Phase::SlowStart => {
                 if r.samples >= N_RTT_SAMPLE {
                     if let (Some(cur), Some(last)) = (r.current_min, r.last_min) {
                         let thresh = (last / MIN_RTT_DIVISOR).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH);
                         if cur >= last + thresh {
-                            self.phase = Phase::Css { rounds: 0, baseline: cur };
+                            self.st.phase = Phase::Css { rounds: 0, baseline: cur };
                         }
                     }
                 }
@@ -213,18 +203,18 @@ impl Cubic {
             Phase::Css { rounds, baseline } => {
                 if r.samples >= N_RTT_SAMPLE && r.current_min.is_some_and(|c| c < baseline) {
                     // The RTT fell back: the rise was spurious; resume slow start.
-                    self.phase = Phase::SlowStart;
+                    self.st.phase = Phase::SlowStart;
                 } else if round_over {
                     if rounds + 1 >= CSS_ROUNDS {
                         // RFC 9406 §4.2: enter congestion avoidance with ssthresh = cwnd.
                         // RFC 9438 §4.10: no loss, so no W_max yet: cwnd_prior = cwnd, and
                         // the cubic curve starts here with K = 0 and W_max = cwnd.
-                        self.ssthresh = self.cwnd;
-                        self.cwnd_prior = self.cwnd;
-                        self.restart_at_cwnd = true;
-                        self.phase = Phase::Avoidance;
+                        self.st.ssthresh = self.st.cwnd;
+                        self.st.cwnd_prior = self.st.cwnd;
+                        self.st.restart_at_cwnd = true;
+                        self.st.phase = Phase::Avoidance;
                     } else {
-                        self.phase = Phase::Css { rounds: rounds + 1, baseline };
+                        self.st.phase = Phase::Css { rounds: rounds + 1, baseline };
                     }
                 }
             }
@@ -244,33 +234,33 @@ impl Cubic {
     /// the cubic function (i128 arithmetic) runs once per call, not once per ACK.
     #[inline(always)]
     fn avoidance(&mut self, ack: &Ack, curve: &mut Option<(u64, u64)>) {
-        let (start, k) = match self.epoch {
+        let (start, k) = match self.st.epoch {
             Some(e) => e,
             None => {
-                if self.restart_at_cwnd {
+                if self.st.restart_at_cwnd {
                     // §4.8 / §4.10: K = 0 and W_max is the window at this point.
-                    self.w_max = self.cwnd;
-                    self.restart_at_cwnd = false;
+                    self.st.w_max = self.st.cwnd;
+                    self.st.restart_at_cwnd = false;
                 }
-                let k = Cubic::k_micros(self.w_max, self.cwnd, self.smss);
-                self.w_est = (self.cwnd as u64) << 10;
+                let k = Cubic::k_micros(self.st.w_max, self.st.cwnd, self.smss);
+                self.st.w_est = (self.st.cwnd as u64) << 10;
                 let e = (ack.now, k);
-                self.epoch = Some(e);
+                self.st.epoch = Some(e);
                 e
             }
         };
         let (ahead, w_cubic_now) = *curve.get_or_insert_with(|| {
             let t = ack.now.saturating_duration_since(start);
             let rtt = ack.srtt.unwrap_or(Duration::ZERO);
-            (Cubic::w_cubic(t + rtt, k, self.w_max, self.smss), Cubic::w_cubic(t, k, self.w_max, self.smss))
+            (Cubic::w_cubic(t + rtt, k, self.st.w_max, self.smss), Cubic::w_cubic(t, k, self.st.w_max, self.smss))
         });
         // §4.4: aim at W_cubic one RTT ahead, within [cwnd, 1.5 cwnd].
-        let cwnd = self.cwnd as u64;
+        let cwnd = self.st.cwnd as u64;
         let target = ahead.clamp(cwnd, cwnd + cwnd / 2);
         // §4.3: Reno-friendly estimate, α = 9/17 until it reaches cwnd_prior, then 1.
-        let (an, ad) = if (self.w_est >> 10) >= self.cwnd_prior as u64 { (1, 1) } else { (9, 17) };
-        self.w_est += (an * self.smss as u64 * ack.acked as u64 * 1024) / (ad * cwnd.max(1));
-        let w_est = self.w_est >> 10;
+        let (an, ad) = if (self.st.w_est >> 10) >= self.st.cwnd_prior as u64 { (1, 1) } else { (9, 17) };
+        self.st.w_est += (an * self.smss as u64 * ack.acked as u64 * 1024) / (ad * cwnd.max(1));
+        let w_est = self.st.w_est >> 10;
         let next = if w_cubic_now < w_est {
             // Reno-friendly region.
             w_est.max(cwnd)
@@ -278,23 +268,23 @@ impl Cubic {
             // Concave or convex region: (target − cwnd)/cwnd per SMSS acknowledged.
             cwnd + (target - cwnd) * ack.acked as u64 / cwnd.max(1)
         };
-        self.cwnd = next.min(u32::MAX as u64) as u32;
+        self.st.cwnd = next.min(u32::MAX as u64) as u32;
     }
 
     /// One ACK (see [`Cubic::avoidance`] for `curve`).
     #[inline(always)]
     fn one(&mut self, ack: &Ack, curve: &mut Option<(u64, u64)>) {
-        if self.cwnd < self.ssthresh && self.phase != Phase::Avoidance {
+        if self.st.cwnd < self.st.ssthresh && self.st.phase != Phase::Avoidance {
             self.slow_start(ack);
-        } else if self.cwnd < self.ssthresh {
+        } else if self.st.cwnd < self.st.ssthresh {
             // After an RTO (or an idle restart): slow start back up to ssthresh (RFC 5681).
-            let l = abc_limit(self.after_rto);
-            self.cwnd = self.cwnd.saturating_add(ack.acked.min(l * self.smss)).min(self.ssthresh);
-            if self.cwnd >= self.ssthresh {
-                self.after_rto = false;
+            let l = abc_limit(self.st.after_rto);
+            self.st.cwnd = self.st.cwnd.saturating_add(ack.acked.min(l * self.smss)).min(self.st.ssthresh);
+            if self.st.cwnd >= self.st.ssthresh {
+                self.st.after_rto = false;
             }
         } else {
-            self.phase = Phase::Avoidance;
+            self.st.phase = Phase::Avoidance;
             self.avoidance(ack, curve);
         }
     }
@@ -310,11 +300,11 @@ impl CongestionControl for Cubic {
     }
 
     fn cwnd(&self) -> u32 {
-        self.cwnd
+        self.st.cwnd
     }
 
     fn ssthresh(&self) -> u32 {
-        self.ssthresh
+        self.st.ssthresh
     }
 
     fn on_ack(&mut self, ack: &Ack) {
@@ -326,10 +316,10 @@ impl CongestionControl for Cubic {
         // every ACK's min(acked, L) stays below ssthresh, no ACK of the run reached it (cwnd
         // only rises), so each grew cwnd by its min(acked, L) (RFC 3465 §2.2) and nothing
         // else changed.
-        if self.cwnd < self.ssthresh && (self.phase == Phase::Avoidance || !self.config.hystart) {
-            let grow = acks.limited_total(abc_limit(self.after_rto) * self.smss);
-            if self.cwnd as u64 + grow < self.ssthresh as u64 {
-                self.cwnd += grow as u32;
+        if self.st.cwnd < self.st.ssthresh && (self.st.phase == Phase::Avoidance || !self.config.hystart) {
+            let grow = acks.limited_total(abc_limit(self.st.after_rto) * self.smss);
+            if self.st.cwnd as u64 + grow < self.st.ssthresh as u64 {
+                self.st.cwnd += grow as u32;
                 return;
             }
         }
@@ -343,37 +333,26 @@ impl CongestionControl for Cubic {
     }
 
     fn on_loss(&mut self, _now: Instant, flight: u32) {
-        self.prior = Some(Saved {
-            cwnd: self.cwnd,
-            ssthresh: self.ssthresh,
-            phase: self.phase,
-            w_max: self.w_max,
-            cwnd_prior: self.cwnd_prior,
-            epoch: self.epoch,
-            w_est: self.w_est,
-            restart_at_cwnd: self.restart_at_cwnd,
-            after_rto: self.after_rto,
-            rounds: self.rounds,
-        });
+        self.prior = Some(self.st);
         self.congestion_event(flight);
-        self.cwnd = self.ssthresh;
-        self.after_rto = false;
+        self.st.cwnd = self.st.ssthresh;
+        self.st.after_rto = false;
     }
 
     fn on_rto(&mut self, _now: Instant, flight: Option<u32>) {
         if let Some(flight) = flight {
             self.congestion_event(flight);
         } else {
-            self.epoch = None;
+            self.st.epoch = None;
         }
-        self.cwnd = self.smss;
-        self.restart_at_cwnd = true;
-        self.after_rto = true;
+        self.st.cwnd = self.smss;
+        self.st.restart_at_cwnd = true;
+        self.st.after_rto = true;
         self.prior = None;
     }
 
     fn on_recovery_end(&mut self, _now: Instant) {
-        self.cwnd = self.ssthresh;
+        self.st.cwnd = self.st.ssthresh;
     }
 
     fn on_spurious_loss(&mut self, _now: Instant) {
@@ -381,23 +360,17 @@ impl CongestionControl for Cubic {
         // W_est as they were before the congestion event; cwnd not below the present one.
         // HyStart++'s round tracking and the after-timeout byte counting come back too.
         if let Some(p) = self.prior.take() {
-            self.cwnd = self.cwnd.max(p.cwnd);
-            self.ssthresh = self.ssthresh.max(p.ssthresh);
-            self.phase = p.phase;
-            self.w_max = p.w_max;
-            self.cwnd_prior = p.cwnd_prior;
-            self.epoch = p.epoch;
-            self.w_est = p.w_est;
-            self.restart_at_cwnd = p.restart_at_cwnd;
-            self.after_rto = p.after_rto;
-            self.rounds = p.rounds;
+            let now = self.st;
+            self.st = p;
+            self.st.cwnd = now.cwnd.max(p.cwnd);
+            self.st.ssthresh = now.ssthresh.max(p.ssthresh);
         }
     }
 
     fn on_idle(&mut self, _now: Instant, restart_window: u32) {
-        self.cwnd = self.cwnd.min(restart_window);
+        self.st.cwnd = self.st.cwnd.min(restart_window);
         // The epoch's clock should not count the idle time as growth time.
-        self.epoch = None;
+        self.st.epoch = None;
         // Nor may an undo bring back the window from before the idle time (RFC 5681 §4.1).
         self.prior = None;
     }
@@ -448,12 +421,12 @@ mod tests {
     fn loss_reduces_by_beta_with_fast_convergence() {
         // RFC 9438 §4.6-4.7.
         let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
-        c.cwnd = 100 * SMSS;
+        c.st.cwnd = 100 * SMSS;
         c.on_loss(Instant::ZERO, 100 * SMSS);
-        assert_eq!((c.cwnd(), c.ssthresh(), c.w_max), (70 * SMSS, 70 * SMSS, 100 * SMSS));
+        assert_eq!((c.cwnd(), c.ssthresh(), c.st.w_max), (70 * SMSS, 70 * SMSS, 100 * SMSS));
         // A second loss below W_max: W_max = cwnd (1 + β) / 2.
         c.on_loss(Instant::ZERO, 70 * SMSS);
-        assert_eq!(c.w_max, 70 * SMSS * 17 / 20);
+        assert_eq!(c.st.w_max, 70 * SMSS * 17 / 20);
         assert_eq!(c.ssthresh(), 49 * SMSS);
     }
 
@@ -463,25 +436,25 @@ mod tests {
         // cwnd, ssthresh, W_max, cwnd_prior, the epoch and W_est — so the curve continues
         // where it was. Only the last response, once; not after a timeout.
         let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
-        c.cwnd = 100 * SMSS;
+        c.st.cwnd = 100 * SMSS;
         c.on_loss(Instant::ZERO, 100 * SMSS);
         let now = Instant::from_secs(1);
         for _ in 0..20 {
             c.on_ack(&ack(now, SMSS, 100));
         }
-        let before = (c.cwnd(), c.ssthresh(), c.w_max, c.cwnd_prior, c.epoch, c.w_est);
+        let before = (c.cwnd(), c.ssthresh(), c.st.w_max, c.st.cwnd_prior, c.st.epoch, c.st.w_est);
         c.on_loss(now, c.cwnd());
-        assert!(c.cwnd() < before.0 && c.w_max != before.2);
+        assert!(c.cwnd() < before.0 && c.st.w_max != before.2);
         c.on_ack(&ack(now, SMSS, 100));
         c.on_spurious_loss(now);
-        assert_eq!((c.cwnd(), c.ssthresh(), c.w_max, c.cwnd_prior, c.epoch, c.w_est), before);
+        assert_eq!((c.cwnd(), c.ssthresh(), c.st.w_max, c.st.cwnd_prior, c.st.epoch, c.st.w_est), before);
         c.on_spurious_loss(now);
         assert_eq!(c.cwnd(), before.0, "only once");
         c.on_loss(now, c.cwnd());
         c.on_rto(now, None);
         c.on_spurious_loss(now);
         assert_eq!(c.cwnd(), SMSS, "a timeout came after the loss: nothing to undo");
-        c.cwnd = 50 * SMSS;
+        c.st.cwnd = 50 * SMSS;
         c.on_loss(now, c.cwnd());
         c.on_idle(now, 10 * SMSS);
         c.on_spurious_loss(now);
@@ -492,7 +465,7 @@ mod tests {
     fn slow_start_after_a_timeout_counts_one_smss_per_ack() {
         // RFC 3465 §2.3, as in NewReno: L = 1 SMSS until cwnd is back at ssthresh.
         let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
-        c.cwnd = 20 * SMSS;
+        c.st.cwnd = 20 * SMSS;
         c.on_rto(Instant::ZERO, Some(20 * SMSS));
         assert_eq!((c.cwnd(), c.ssthresh()), (SMSS, 14 * SMSS));
         c.on_ack(&ack(Instant::ZERO, 3 * SMSS, 10));
@@ -504,8 +477,8 @@ mod tests {
         // Start an epoch right after a loss at W_max = 100 segments; with one ACK of a full
         // window per RTT of 100 ms, cwnd tracks W_cubic(t + RTT) within a segment or two.
         let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
-        c.cwnd = 100 * SMSS;
-        c.w_max = 100 * SMSS;
+        c.st.cwnd = 100 * SMSS;
+        c.st.w_max = 100 * SMSS;
         c.on_loss(Instant::ZERO, 100 * SMSS);
         let k = Cubic::k_micros(100 * SMSS, 70 * SMSS, SMSS);
         let mut now = Instant::from_secs(1);
@@ -529,7 +502,7 @@ mod tests {
     fn reno_friendly_region_on_short_rtts() {
         // With tiny RTTs the cubic curve grows slower than Reno; W_est takes over (§4.3).
         let mut c = Cubic::new(SMSS, 10, CubicConfig::default());
-        c.cwnd = 20 * SMSS;
+        c.st.cwnd = 20 * SMSS;
         c.on_loss(Instant::ZERO, 20 * SMSS);
         let mut now = Instant::from_secs(1);
         for _ in 0..200 {
@@ -569,22 +542,22 @@ mod tests {
         let mut n = 0;
         round(&mut c, 50, &mut n);
         round(&mut c, 50, &mut n);
-        assert_eq!(c.phase, Phase::SlowStart);
+        assert_eq!(c.st.phase, Phase::SlowStart);
         round(&mut c, 70, &mut n); // +20 ms > clamp(50/8, 4, 16) = 6.25 ms
-        assert!(matches!(c.phase, Phase::Css { .. }), "{:?}", c.phase);
+        assert!(matches!(c.st.phase, Phase::Css { .. }), "{:?}", c.st.phase);
         let before = c.cwnd();
         round(&mut c, 70, &mut n);
         assert!(c.cwnd() - before <= 10 * SMSS / CSS_GROWTH_DIVISOR + SMSS, "growth divided by 4");
         for _ in 0..CSS_ROUNDS {
             round(&mut c, 70, &mut n);
         }
-        assert_eq!(c.phase, Phase::Avoidance);
+        assert_eq!(c.st.phase, Phase::Avoidance);
         // ssthresh took cwnd at the switch; the round's remaining ACKs grew it in avoidance,
         // by (target − cwnd)/cwnd per ACK: well under one segment.
         assert!(c.ssthresh() <= c.cwnd() && c.cwnd() - c.ssthresh() < SMSS, "{} {}", c.ssthresh(), c.cwnd());
         // RFC 9438 §4.10: no loss yet, so the curve starts at the window where slow start
         // ended: W_max = cwnd_prior = that cwnd, K = 0.
-        assert_eq!((c.w_max, c.cwnd_prior), (c.ssthresh(), c.ssthresh()));
-        assert_eq!(c.epoch.map(|e| e.1), Some(0));
+        assert_eq!((c.st.w_max, c.st.cwnd_prior), (c.ssthresh(), c.ssthresh()));
+        assert_eq!(c.st.epoch.map(|e| e.1), Some(0));
     }
 }
