@@ -68,10 +68,11 @@ pub(crate) struct Undo {
     pub fack: SeqNumber,
 }
 
-/// The segment `[seq, end)` was retransmitted with TSval `tsval` during recovery.
+/// The segment `[seq, end)` was retransmitted with TSval `tsval`; the caller has checked
+/// that a recovery is under way.
 #[inline]
 pub(crate) fn note_retransmit(tcb: &mut Tcb, seq: SeqNumber, end: SeqNumber, tsval: u32) {
-    if let (Some(u), true) = (tcb.undo.as_mut(), tcb.recovery.is_some()) {
+    if let Some(u) = tcb.undo.as_mut() {
         u.sent += 1;
         u.unproven += 1;
         u.first.get_or_insert((seq, end, tsval));
