@@ -45,9 +45,12 @@ pub struct ServeArgs {
     /// connection (for measuring it against this loop; no HTTP).
     #[arg(long, hide = true)]
     runtime: bool,
-    /// With --runtime: application threads run rounds too (`RuntimeConfig::app_rounds_on_tap`).
-    #[arg(long, hide = true, requires = "runtime")]
-    runtime_app_rounds: bool,
+    /// With --runtime: who runs the protocol rounds (`RuntimeConfig::tap_rounds`): `proto`
+    /// (the protocol thread only), `app` (application threads too) or `watch` (the default:
+    /// a blocked application thread watches the device).
+    #[arg(long, hide = true, requires = "runtime", value_name = "WHO", default_value = "watch",
+          value_parser = ["proto", "app", "watch"])]
+    runtime_rounds: String,
 }
 
 /// The scratch buffer, one for all connections, that discard, chargen and echo read into.
@@ -74,7 +77,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let mut link = Link::open(&args.link)?;
     let mut stack = link.stack(args.link.addr, false, args.max_connections)?;
     if args.runtime {
-        return crate::serve_rt::serve(link, stack, args.json, args.runtime_app_rounds);
+        return crate::serve_rt::serve(link, stack, args.json, &args.runtime_rounds);
     }
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =

@@ -10,7 +10,7 @@
 
 use crate::chargen::{self, Chargen};
 use crate::link::{install_signals, stopping, Link, LinkDev};
-use ackclock::runtime::{Runtime, RuntimeConfig, RuntimeDevice, TcpListener, TcpStream};
+use ackclock::runtime::{Runtime, RuntimeConfig, RuntimeDevice, TapRounds, TcpListener, TcpStream};
 use ackclock::Stack;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -76,11 +76,16 @@ fn chargen(s: TcpStream, moved: &Moved, gen: &Chargen) {
 }
 
 /// Serve on the runtime until SIGINT or SIGTERM.
-pub(crate) fn serve(link: Link, stack: Stack, json: bool, app_rounds_on_tap: bool) -> Result<(), String> {
+pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str) -> Result<(), String> {
     install_signals();
     let kind = link.kind();
     let Link { dev, .. } = link;
-    let config = RuntimeConfig { app_rounds_on_tap, ..Default::default() };
+    let tap_rounds = match rounds {
+        "proto" => TapRounds::ProtocolThread,
+        "app" => TapRounds::AppThreads,
+        _ => TapRounds::Watch,
+    };
+    let config = RuntimeConfig { tap_rounds, ..Default::default() };
     let rt = Runtime::with_config(stack, dev, config).map_err(|e| format!("runtime: {e}"))?;
     let moved = Arc::new(Moved::default());
     let gen = Arc::new(Chargen::new(CHUNK));
@@ -123,7 +128,8 @@ pub(crate) fn serve(link: Link, stack: Stack, json: bool, app_rounds_on_tap: boo
         "bytes": { "discard": m(&moved.discard), "echo": m(&moved.echo), "chargen": m(&moved.chargen) },
         "runtime": {
             "rounds": s.rounds, "app_rounds": s.app_rounds, "sleeps": s.sleeps, "wakeups": s.wakeups,
-            "app_waits": s.app_waits, "parks": s.parks, "lock_contended": s.lock_contended, "polls": s.polls,
+            "app_waits": s.app_waits, "parks": s.parks, "watches": s.watches, "watch_rounds": s.watch_rounds,
+            "handoffs": s.handoffs, "lock_contended": s.lock_contended, "polls": s.polls,
             "window_update_requests": s.window_update_requests, "window_updates_sent": s.window_updates_sent,
         },
     });

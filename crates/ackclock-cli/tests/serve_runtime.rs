@@ -38,15 +38,12 @@ fn parse(line: &str) -> Value {
     serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"))
 }
 
-fn serve_on_the_runtime(app_rounds: bool) {
+fn serve_on_the_runtime(rounds: &str) {
     if netns::skip(&["python3"]) {
         return;
     }
     let mut ns = netns::NetNs::new();
-    let mut extra = vec!["--runtime", "--json"];
-    if app_rounds {
-        extra.push("--runtime-app-rounds");
-    }
+    let extra = ["--runtime", "--json", "--runtime-rounds", rounds];
     let (mut serve, ready) = serve_ready(&mut ns, "--tap", Mode::Offload, &extra);
     let ready = parse(&ready);
     assert_eq!((&ready["event"], &ready["runtime"], &ready["device"]), (&"ready".into(), &true.into(), &"tap".into()));
@@ -63,16 +60,23 @@ fn serve_on_the_runtime(app_rounds: bool) {
     assert_eq!(exit["event"], "exit");
     assert_eq!(exit["connections"], 2, "{exit}");
     assert_eq!(exit["bytes"], serde_json::json!({"discard": 1 << 20, "echo": 1 << 20, "chargen": 0}), "{exit}");
-    let app = exit["runtime"]["app_rounds"].as_u64().unwrap();
-    assert_eq!(app > 0, app_rounds, "rounds in application threads only with --runtime-app-rounds: {exit}");
+    let count = |k: &str| exit["runtime"][k].as_u64().unwrap();
+    assert_eq!(count("app_rounds") > 0, rounds != "proto", "rounds in application threads unless proto: {exit}");
+    assert_eq!(count("watches") > 0, rounds == "watch", "threads watch the device only with watch: {exit}");
+    assert_eq!(count("app_waits") > 0, rounds != "watch", "condition-variable waits unless watch: {exit}");
 }
 
 #[test]
-fn serve_runtime_echoes_and_discards() {
-    serve_on_the_runtime(false)
+fn serve_runtime_with_protocol_thread_rounds() {
+    serve_on_the_runtime("proto")
 }
 
 #[test]
 fn serve_runtime_with_application_thread_rounds() {
-    serve_on_the_runtime(true)
+    serve_on_the_runtime("app")
+}
+
+#[test]
+fn serve_runtime_with_watching_threads() {
+    serve_on_the_runtime("watch")
 }

@@ -25,7 +25,7 @@
 //! batches sit in an engine behind a second lock, held by whoever runs a round (`rounds`).
 //!
 //! **Who runs a round.** The protocol thread, and, over the in-memory pipe (and over a TAP
-//! or TUN with [`RuntimeConfig::app_rounds_on_tap`]), also an application thread that has
+//! or TUN unless [`TapRounds::ProtocolThread`]), also an application thread that has
 //! work for the stack and finds no round running, as Linux runs the protocol in the calling
 //! process: a blocking writer sends what it queued itself (`tcp_push` from `sendmsg`), a
 //! reader sends its window update itself (`tcp_cleanup_rbuf` from `recvmsg`), and frames
@@ -46,22 +46,38 @@
 //! than the one the protocol thread sleeps until sets a timerfd that thread also sleeps on
 //! (one system call, no wake-up now).
 //!
-//! **Over a TAP or TUN, only the protocol thread runs rounds by default** (decision, from a
-//! measurement). There a frame makes the descriptor readable, which only the protocol
-//! thread watches. With application threads running rounds, it woke for every frame their
-//! next round was about to read (80-370 protocol-thread sleeps per MB). So with
-//! `app_rounds_on_tap` the protocol thread, woken by the descriptor while another thread
-//! runs rounds, *parks*: in one step on the word it asks for one more round (which reads
-//! the device) and marks itself parked, then sleeps on its eventfd and timerfd only; the
-//! runner that stops with the mark set clears it and signals the eventfd, and the protocol
-//! thread watches the device again. A loom model checks that the frame that woke it is
-//! always processed and that it always watches the device again, and that a runner ignoring
-//! the mark leaves it deaf. Even so, `scripts/bench-rt-tap` (serve's services on the
-//! runtime against serve's own single-thread loop, medians of three) measured this slower
-//! than protocol-thread rounds in most cells: a runner's round is one read or write, so a MB
-//! took 2-4 times the rounds (20-66 against ~10, each with its device system calls) and
-//! 1-18 park-and-signal handoffs (by service and run), where protocol-thread rounds batch a
-//! whole wake-up's frames. Neither reaches the loop over a TAP yet (BENCHMARKS.md has the figures).
+//! **Over a TAP or TUN there are three ways ([`TapRounds`]), chosen by measurement.** There
+//! a frame makes a descriptor readable, and whoever sleeps on it wakes.
+//!
+//! - *The protocol thread only* ([`TapRounds::ProtocolThread`]): it watches the device,
+//!   runs every round and wakes blocked threads on their condition variables. Every read
+//!   and every write that blocks is a hand-off between two threads (5-12 condition-variable
+//!   sleeps and as many protocol-thread sleeps per MB).
+//! - *Application threads run rounds too* ([`TapRounds::AppThreads`]), as over the pipe.
+//!   The protocol thread, which alone watched the descriptor, woke for every frame their
+//!   next round was about to read (80-370 sleeps per MB), so it *parks*: woken by the
+//!   descriptor while another thread runs rounds, in one step on the word it asks for one
+//!   more round (which reads the device) and marks itself parked, then sleeps on its eventfd
+//!   and timerfd only; the runner that stops with the mark set clears it and signals the
+//!   eventfd, and the protocol thread watches the device again. A loom model checks that
+//!   the frame that woke it is always processed and that it always watches the device
+//!   again, and that a runner ignoring the mark leaves it deaf. Blocked threads still wait
+//!   on condition variables, for rounds the protocol thread runs.
+//! - **The default: the blocked application thread watches the device**
+//!   ([`TapRounds::Watch`]; `watch` has the protocol). At most one thread at a time, the
+//!   one that blocked last, sleeps in ppoll on the device's descriptor and an eventfd of
+//!   its own, and runs the round its frames need itself; other blocked threads sleep on
+//!   their own eventfds, signalled by a waker registered for their socket. The protocol
+//!   thread keeps the timers and the rings, and sleeps without the descriptor while a
+//!   thread watches or is inside a call; the last thread out lowers its deadline to 1 ms
+//!   from now (a timerfd, no wake-up), so frames wait at most that long for a thread that
+//!   left to do other work. A loom model checks that hand-off, and that the other order
+//!   loses the device. One busy connection then runs as a single-thread loop does, with no
+//!   hand-off between threads: `scripts/bench-rt-tap` (serve's services on the runtime
+//!   against serve's own single-thread loop, medians of three) measured 0.84-1.25x of the
+//!   loop over a TAP and 0.68-2.4x over a TUN, against 0.51-1.08x and 0.48-1.54x with the
+//!   protocol thread only in the same runs, with 0.5-4.2 protocol-thread sleeps and no
+//!   condition-variable wait per MB (BENCHMARKS.md has the figures).
 //!
 //! **The one copy happens in the application thread, under the lock.** `read` is the core's
 //! receive copy (`tcp_recv`): bytes go straight from the packet buffers in the receive queue
@@ -123,9 +139,9 @@
 //! clock so that a thread it waits for on the same core can run. Then, or at once over a
 //! TAP, the thread registers on its socket and waits on the socket's condition variable
 //! with the stack's lock (one for readers and one for writers per connection slot, made
-//! with the runtime); while it sleeps it is not present, so rings go to the protocol thread.
-//! Over a TAP or TUN a thread does not poll: the frames it waits for wake the protocol
-//! thread, not it. After each round the protocol
+//! with the runtime), or over a TAP or TUN by default on its own eventfd and, if it is
+//! the watcher, the device (above); while it sleeps it is not present, so rings go to the
+//! protocol thread. Over a TAP or TUN a thread does not poll. After each round the protocol
 //! thread wakes the sockets whose readiness changed (`Inner::wake_changed`). Async tasks
 //! (`runtime::tokio`, behind the `tokio` feature) wait the same way with a waker in
 //! place of the condition variable: the protocol thread wakes a stored waker only when that
@@ -144,6 +160,7 @@ mod sys;
 pub mod tokio;
 mod udp;
 mod waiters;
+mod watch;
 pub(crate) mod wnd_update;
 
 pub use net::{TcpListener, TcpStream};
@@ -162,6 +179,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::thread::JoinHandle;
 use waiters::{SlotCv, Waiters, BUFFERS, CLOSED, ERROR, GONE, READABLE, READ_CLOSED, SYNCHRONIZED, WRITABLE};
+use watch::Watch;
 use wnd_update::Requests;
 
 /// A device a runtime can drive: it must tell the protocol thread when frames arrive.
@@ -197,12 +215,30 @@ pub struct RuntimeConfig {
     /// and waits for the protocol thread's reply, one message per read, as before DragonFly
     /// BSD's commit 96c6eb29. Off (the default): the request is posted and coalesced.
     pub sync_window_updates: bool,
-    /// Over a TAP or TUN, application threads run rounds too, as over the in-memory pipe (a
-    /// writer sends what it queued, a reader its window update, reading the device in the
-    /// same round), and the protocol thread parks while they do. Off (the default): there
-    /// only the protocol thread runs rounds, which measured faster (`scripts/bench-rt-tap`).
-    /// No effect over the pipe, where application threads always run rounds.
-    pub app_rounds_on_tap: bool,
+    /// Who runs the protocol rounds over a TAP or TUN (over the in-memory pipe application
+    /// threads always run them too). See the module documentation.
+    pub tap_rounds: TapRounds,
+}
+
+/// Who runs the protocol rounds over a TAP or TUN ([`RuntimeConfig::tap_rounds`]); the
+/// module documentation has the design and `scripts/bench-rt-tap` the measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TapRounds {
+    /// Only the protocol thread: it watches the device, runs every round, and wakes
+    /// application threads on their sockets' condition variables.
+    ProtocolThread,
+    /// Application threads run rounds too, as over the in-memory pipe (a writer sends what
+    /// it queued, a reader its window update, reading the device in the same round); the
+    /// protocol thread watches the device and *parks* while they do. Blocked threads wait
+    /// on condition variables.
+    AppThreads,
+    /// The default: as `AppThreads`, and an application thread that blocks watches the
+    /// device itself (ppoll on its descriptor) and runs the rounds its frames need, instead
+    /// of waiting for the protocol thread to run them; at most one thread watches at a
+    /// time, and the protocol thread keeps the timers (module documentation, "Watching the
+    /// device"). Measured the closest to a single-thread loop.
+    #[default]
+    Watch,
 }
 
 /// What a runtime counted.
@@ -236,6 +272,15 @@ pub struct RuntimeStats {
     /// application thread running rounds and left the device to it (a sleep each, counted
     /// in `sleeps` too).
     pub parks: u64,
+    /// Times an application thread slept watching the device
+    /// ([`TapRounds::Watch`]).
+    pub watches: u64,
+    /// Of the watching application threads' wake-ups, those for frames on the device (the
+    /// thread ran a round).
+    pub watch_rounds: u64,
+    /// Times a watcher's call ended and it lowered the protocol thread's deadline so that the
+    /// device is watched again soon if no thread comes back (a timerfd system call each).
+    pub handoffs: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -263,11 +308,17 @@ pub(crate) struct Shared {
     direct: bool,
     /// Application threads run rounds: a writer sends what it queued, a reader its window
     /// update, and a thread inside a blocking call is present (`rounds::Bell`). Over the
-    /// pipe always; over a TAP or TUN with [`RuntimeConfig::app_rounds_on_tap`].
+    /// pipe always; over a TAP or TUN unless [`TapRounds::ProtocolThread`].
     app_run: bool,
     /// When the protocol thread wakes by itself (`rounds::deadline_code`, or `AWAKE`).
-    /// Written under the engine's lock, except `AWAKE`.
-    sleep_until: AtomicU64,
+    /// Published under the engine's lock; others only lower it (`watch::lower`).
+    sleep_until: sync::AtomicU64,
+    /// Application threads watch the device while they block (a TAP or TUN with
+    /// [`TapRounds::Watch`]): its descriptor.
+    watch_fd: Option<RawFd>,
+    /// Which thread watches the device (`watch`).
+    watch: Watch,
+    clock: Clock,
     /// Armed by an application thread's round that set a timer earlier than `sleep_until`.
     timer: sys::TimerFd,
     /// `shutdown` was called: the protocol thread runs its last round and stops.
@@ -283,6 +334,9 @@ pub(crate) struct Shared {
     polls: AtomicU64,
     poll_timeouts: AtomicU64,
     parks: AtomicU64,
+    watches: AtomicU64,
+    watch_rounds: AtomicU64,
+    handoffs: AtomicU64,
 }
 
 impl std::fmt::Debug for dyn Rounds {
@@ -499,8 +553,11 @@ impl Runtime {
             bell,
             engine: Mutex::new(Some(engine)),
             direct: device_fd.is_none(),
-            app_run: device_fd.is_none() || config.app_rounds_on_tap,
-            sleep_until: AtomicU64::new(AWAKE),
+            app_run: device_fd.is_none() || config.tap_rounds != TapRounds::ProtocolThread,
+            sleep_until: sync::AtomicU64::new(AWAKE),
+            watch_fd: device_fd.filter(|_| config.tap_rounds == TapRounds::Watch),
+            watch: Watch::new(),
+            clock,
             timer: sys::TimerFd::new()?,
             stopping: AtomicBool::new(false),
             sync_window_updates: config.sync_window_updates,
@@ -514,6 +571,9 @@ impl Runtime {
             polls: AtomicU64::new(0),
             poll_timeouts: AtomicU64::new(0),
             parks: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
+            watch_rounds: AtomicU64::new(0),
+            handoffs: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -545,6 +605,9 @@ impl Runtime {
             polls: s.polls.load(Ordering::Relaxed),
             poll_timeouts: s.poll_timeouts.load(Ordering::Relaxed),
             parks: s.parks.load(Ordering::Relaxed),
+            watches: s.watches.load(Ordering::Relaxed),
+            watch_rounds: s.watch_rounds.load(Ordering::Relaxed),
+            handoffs: s.handoffs.load(Ordering::Relaxed),
         }
     }
 
@@ -573,6 +636,36 @@ impl Runtime {
 }
 
 impl Shared {
+    /// Make the protocol thread wake by `at` if it sleeps until later: lower the deadline it
+    /// published and set the timerfd it sleeps on (a system call, no wake-up now). Threads
+    /// that lower it at once may arm the timerfd in any order, so whoever armed it looks
+    /// again and re-arms while the deadline is earlier than what it armed. `false`: it
+    /// wakes by then anyway (or is awake).
+    fn lower_deadline(&self, at: Instant, now: Instant) -> bool {
+        let mut code = rounds::deadline_code(Some(at));
+        if !watch::lower(&self.sleep_until, code) {
+            return false;
+        }
+        loop {
+            let at = Instant::from_nanos(code - 1);
+            self.timer.arm(at.saturating_duration_since(now));
+            let cur = self.sleep_until.load(Ordering::SeqCst);
+            if cur == AWAKE || cur >= code {
+                return true;
+            }
+            code = cur;
+        }
+    }
+
+    /// A watcher's call ended (`watch`): if no thread watches the device by
+    /// [`watch::HANDOFF`] from now, the protocol thread must.
+    fn hand_off(&self) {
+        let now = self.clock.now();
+        if self.lower_deadline(now.plus_nanos(watch::HANDOFF.as_nanos() as u64), now) {
+            self.handoffs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn wake_all(&self) {
         for cv in self.cvs.iter().chain(self.udp_cvs.iter()) {
             cv.read.notify_all();
@@ -621,7 +714,16 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
         // sleep rather than loop on what that thread's rounds left: looping here while it
         // runs was a busy loop of eventfd and timerfd reads.
         let ran = shared.run_rounds(false);
-        if !ran && device_fd.is_some() && shared.park() {
+        if !ran && shared.watch_fd.is_some() {
+            // Application threads watch the device: the runner reads it in one more round,
+            // and every runner is inside a call or watching, so the last to leave hands the
+            // device back (`watch`). Sleep as usual, which is without the descriptor while
+            // that holds; no park and no signal to wait for.
+            if !shared.defer() {
+                continue;
+            }
+            shared.parks.fetch_add(1, Ordering::Relaxed);
+        } else if !ran && device_fd.is_some() && shared.park() {
             // Over a TAP or TUN an application thread runs rounds, and reads the device in
             // them: leave the device to it rather than wake on every frame it is about to
             // read. Its last round signals this thread when it stops (`End::Unpark`); its
@@ -680,8 +782,13 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
                 continue;
             }
         }
+        // While an application thread watches the device or is inside a call, sleep without
+        // the descriptor (its frames would wake both); the last one out lowers the deadline
+        // published above (`watch`; checked after publishing it).
+        let watched = !blocked && shared.device_watched();
+        let fds_now = if watched { &fds[..2] } else { &fds[..] };
         shared.sleeps.fetch_add(1, Ordering::Relaxed);
-        if sys::wait(&fds, blocked, timeout).is_err() {
+        if sys::wait(fds_now, blocked, timeout).is_err() {
             // ppoll failed on a valid descriptor set: nothing sensible to sleep on, so
             // run the next round at the next timer instead of spinning.
             std::thread::sleep(timeout.unwrap_or(Duration::from_millis(10)).min(Duration::from_millis(10)));

@@ -1,6 +1,7 @@
 //! Blocking sockets on a [`Runtime`], shaped like `std::net`'s.
 
-use super::{Inner, Runtime, Shared};
+use super::watch::Watcher;
+use super::{sys, Inner, Runtime, Shared};
 use crate::socket::{Error, ListenerHandle, Shutdown as CoreShutdown, TcpHandle};
 use core::time::Duration;
 use std::io::{self, ErrorKind, Read, Write};
@@ -54,14 +55,49 @@ pub(super) fn timeout_of(nanos: u64) -> Option<Duration> {
     (nanos != 0).then(|| Duration::from_nanos(nanos))
 }
 
-/// Wait on a connection's condition variable (readers' or writers'), until the protocol
-/// thread sees its readiness change, `deadline`, or shutdown. `Err(WouldBlock)` when the
+/// Wait until a round sees the connection's readiness change, `deadline`, or shutdown: on
+/// the connection's condition variable (readers' or writers'), or, over a TAP or TUN with
+/// [`TapRounds::Watch`](super::TapRounds), on the thread's eventfd and maybe the device
+/// ([`wait_watching`]). `Err(WouldBlock)` when the
 /// deadline passed, as a std socket's timeout does on Linux.
 ///
 /// Over the in-memory pipe the first wait of a call polls instead (`Shared::poll`, bounded)
 /// and returns for the caller to try again: the frames it waits for usually arrive within
 /// microseconds, and a sleep and wake-up on the condition variable cost more than that.
 fn wait<'a>(
+    shared: &'a Shared,
+    g: MutexGuard<'a, Inner>,
+    h: TcpHandle,
+    slot: u32,
+    write: bool,
+    deadline: Option<StdInstant>,
+    call: &mut Call,
+) -> io::Result<MutexGuard<'a, Inner>> {
+    if let Some(dev) = shared.watch_fd {
+        return Watcher::with(|me| match me {
+            Some(me) => wait_watching(shared, g, h, slot, write, deadline, call, dev, me),
+            None => wait_cv(shared, g, h, slot, write, deadline, call),
+        });
+    }
+    wait_cv(shared, g, h, slot, write, deadline, call)
+}
+
+/// How long until `deadline`; `Err(WouldBlock)` when it passed.
+fn time_left(deadline: Option<StdInstant>) -> io::Result<Option<Duration>> {
+    match deadline {
+        None => Ok(None),
+        Some(d) => {
+            let left = d.saturating_duration_since(StdInstant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(ErrorKind::WouldBlock, "timed out"));
+            }
+            Ok(Some(left))
+        }
+    }
+}
+
+/// [`wait`] on the socket slot's condition variable.
+fn wait_cv<'a>(
     shared: &'a Shared,
     mut g: MutexGuard<'a, Inner>,
     h: TcpHandle,
@@ -84,16 +120,7 @@ fn wait<'a>(
     shared.app_waits.fetch_add(1, Ordering::Relaxed);
     let cvs = &shared.cvs[slot as usize];
     let cv = if write { &cvs.write } else { &cvs.read };
-    let left = match deadline {
-        None => None,
-        Some(d) => {
-            let left = d.saturating_duration_since(StdInstant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(ErrorKind::WouldBlock, "timed out"));
-            }
-            Some(left)
-        }
-    };
+    let left = time_left(deadline)?;
     // A sleeping thread answers no rings: hand them to the protocol thread meanwhile.
     if call.present {
         shared.leave(false);
@@ -112,11 +139,90 @@ fn wait<'a>(
     Ok(g)
 }
 
-/// How a blocking call waits: whether it polled already, and whether the calling thread is
-/// counted as present (`Shared::arrive`).
-pub(super) struct Call {
+/// [`wait`] over a TAP or TUN whose device application threads watch
+/// ([`TapRounds::Watch`](super::TapRounds)): sleep on the
+/// thread's eventfd, woken by the waker registered for the socket, and on the device's
+/// descriptor while this thread is the watcher (see `watch`). Woken by the device, the
+/// watcher runs a round itself; either way the caller tries its call again.
+#[allow(clippy::too_many_arguments)]
+fn wait_watching<'a>(
+    shared: &'a Shared,
+    mut g: MutexGuard<'a, Inner>,
+    h: TcpHandle,
+    slot: u32,
+    write: bool,
+    deadline: Option<StdInstant>,
+    call: &mut Call,
+    device: std::os::fd::RawFd,
+    me: &Watcher,
+) -> io::Result<MutexGuard<'a, Inner>> {
+    let left = time_left(deadline)?;
+    // A call's first wait takes the device from whoever watches it; later ones only if free.
+    let watcher = if call.watch == 0 {
+        shared.watch.take(me.id);
+        true
+    } else {
+        shared.watch.take_if_free(me.id)
+    };
+    if watcher {
+        call.watch = me.id;
+    }
+    g.register(h, slot, write, Some(&me.waker));
+    drop(g);
+    // A sleeping thread answers no rings: answer one that came, then hand them to the
+    // protocol thread while asleep.
+    if call.present {
+        shared.leave(true);
+    }
+    shared.watches.fetch_add(1, Ordering::Relaxed);
+    let fds = [me.fd(), device];
+    let ready = match sys::wait(if watcher { &fds } else { &fds[..1] }, false, left) {
+        Ok(ready) => ready,
+        Err(_) => {
+            // ppoll failed on valid descriptors: do not spin on it.
+            std::thread::sleep(Duration::from_millis(1));
+            0
+        }
+    };
+    me.drain();
+    if call.present {
+        // Present again; the call's own guard leaves at its end.
+        std::mem::forget(shared.arrive());
+    }
+    if ready & 2 != 0 && shared.watch.owns(me.id) {
+        shared.watch_rounds.fetch_add(1, Ordering::Relaxed);
+        shared.watch_round();
+    }
+    let g = shared.lock();
+    if g.closed {
+        return Err(aborted());
+    }
+    Ok(g)
+}
+
+/// How a blocking call waits: whether it polled already, whether the calling thread is
+/// counted as present (`Shared::arrive`), and whether it watched the device (`watch`: the
+/// role is given back when the call ends).
+pub(super) struct Call<'a> {
+    shared: &'a Shared,
     polled: bool,
     present: bool,
+    /// The thread's watcher id if this call took the device (`watch`), else 0.
+    watch: u64,
+}
+
+impl<'a> Call<'a> {
+    pub(super) fn new(shared: &'a Shared, polled: bool, present: bool) -> Call<'a> {
+        Call { shared, polled, present, watch: 0 }
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if self.watch != 0 && self.shared.watch.release(self.watch) {
+            self.shared.maybe_hand_off();
+        }
+    }
 }
 
 /// The outcome of one attempt at a socket call, for the blocking and the async callers.
@@ -168,7 +274,7 @@ impl TcpStream {
         let shared = stream.shared.clone();
         let mut g = shared.lock();
         // A handshake takes a round trip through both protocol threads: no polling.
-        let mut call = Call { polled: true, present: false };
+        let mut call = Call::new(&shared, true, false);
         let result = loop {
             match stream.connected(g) {
                 Attempt::Done(r) => break r,
@@ -274,7 +380,7 @@ impl TcpStream {
         let deadline = self.deadline(&self.read_timeout);
         let shared = &*self.shared;
         let _present = shared.app_run.then(|| shared.arrive());
-        let mut call = Call { polled: false, present: shared.app_run };
+        let mut call = Call::new(shared, false, shared.app_run);
         let mut g = shared.lock();
         loop {
             match self.try_read(g, buf, true) {
@@ -326,7 +432,7 @@ impl TcpStream {
         let deadline = self.deadline(&self.write_timeout);
         let shared = &*self.shared;
         let _present = shared.app_run.then(|| shared.arrive());
-        let mut call = Call { polled: false, present: shared.app_run };
+        let mut call = Call::new(shared, false, shared.app_run);
         let mut g = shared.lock();
         loop {
             match self.try_write(g, buf, true) {

@@ -136,6 +136,23 @@ impl Word {
         }
     }
 
+    /// As [`park`](Self::park), without parking (`watch`): if a thread runs rounds, want
+    /// one more (it reads the device) and return `true`; the protocol thread then sleeps
+    /// as usual, and the runner, present in its call, hands the device back when it leaves.
+    /// `false`: nobody runs rounds now.
+    pub(crate) fn defer(&self) -> bool {
+        let mut cur = self.0.load(Ordering::Acquire);
+        loop {
+            if cur & RUNNING == 0 {
+                return false;
+            }
+            match self.0.compare_exchange_weak(cur, cur | WANTED, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
     /// The calling thread is present: until it leaves, rings do not signal the protocol
     /// thread.
     pub(crate) fn arrive(&self) {
@@ -146,6 +163,11 @@ impl Word {
     /// caller must answer (run a round, or signal the protocol thread).
     pub(crate) fn leave(&self) -> bool {
         self.0.fetch_sub(POLLER, Ordering::AcqRel) & WANTED != 0
+    }
+
+    /// Whether an application thread is present (inside a call).
+    pub(crate) fn present(&self) -> bool {
+        self.0.load(Ordering::SeqCst) & !(WANTED | RUNNING | PARKED) != 0
     }
 }
 
@@ -314,15 +336,10 @@ impl Shared {
                     // is lowered, so the timers a bulk transfer re-arms on every round cost
                     // this once per sleep). Frames the device would not take need the
                     // protocol thread now (it waits for the device, not this thread).
-                    let until = self.sleep_until.load(Ordering::Acquire);
-                    let code = deadline_code(o.next);
                     if o.blocked {
                         self.bell.eventfd.wake();
-                    } else if !o.more && !due && until != AWAKE && code < until {
-                        if let Some(next) = o.next {
-                            self.sleep_until.store(code, Ordering::Release);
-                            self.timer.arm(next.saturating_duration_since(now));
-                        }
+                    } else if let Some(next) = o.next.filter(|_| !o.more && !due) {
+                        self.lower_deadline(next, now);
                     }
                 }
                 if o.more || due {
@@ -342,7 +359,7 @@ impl Shared {
 
     /// An application thread has work for the stack (queued data, a window-update request):
     /// run the round here (over the pipe, or a TAP or TUN with
-    /// [`RuntimeConfig::app_rounds_on_tap`](super::RuntimeConfig)), else ring for the protocol
+    /// [`TapRounds::AppThreads`](super::TapRounds) or `Watch`), else ring for the protocol
     /// thread.
     pub(super) fn push(&self) {
         if self.app_run {
@@ -350,6 +367,17 @@ impl Shared {
             self.run_rounds(true);
         } else {
             self.bell.ring();
+        }
+    }
+
+    /// The watcher (`watch`) was woken by frames on the device: run the round here. If
+    /// another thread is running rounds, it reads the device in its next one (wanted now):
+    /// wait for its current round to end instead of waking again and again on the frames
+    /// it is about to read (the descriptor stays readable until then).
+    pub(super) fn watch_round(&self) {
+        self.bell.word.want();
+        if !self.run_rounds(true) {
+            drop(super::lock(&self.engine));
         }
     }
 
@@ -372,6 +400,28 @@ impl Shared {
                 self.bell.eventfd.wake();
             }
         }
+        self.maybe_hand_off();
+    }
+
+    /// Application threads watch the device (`watch`): the caller gave up the role or left
+    /// its call; if nobody watches or is inside a call now, make sure the protocol thread
+    /// watches the device by `watch::HANDOFF` from now.
+    pub(super) fn maybe_hand_off(&self) {
+        if self.watch_fd.is_some() && self.watch.nobody(|| self.bell.word.present()) {
+            self.hand_off();
+        }
+    }
+
+    /// The protocol thread, after publishing its deadline: whether an application thread
+    /// watches the device or is inside a call (then it sleeps without the descriptor).
+    pub(super) fn device_watched(&self) -> bool {
+        self.watch_fd.is_some() && !self.watch.nobody(|| self.bell.word.present())
+    }
+
+    /// The protocol thread found another thread running rounds while application threads
+    /// watch the device ([`Word::defer`]).
+    pub(super) fn defer(&self) -> bool {
+        self.bell.word.defer()
     }
 
     /// The protocol thread, woken by the device's descriptor, leaves the device to the

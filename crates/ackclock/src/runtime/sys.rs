@@ -118,8 +118,9 @@ impl AsRawFd for TimerFd {
 }
 
 /// Sleep until one of `fds` (at most three) is readable (or, for `want_out`, the last is
-/// writable), or `timeout` passes (`None`: no timeout). EINTR counts as a wake-up.
-pub(crate) fn wait(fds: &[RawFd], want_out: bool, timeout: Option<Duration>) -> io::Result<()> {
+/// writable), or `timeout` passes (`None`: no timeout). EINTR counts as a wake-up. Returns
+/// which were ready: bit `i` for `fds[i]`.
+pub(crate) fn wait(fds: &[RawFd], want_out: bool, timeout: Option<Duration>) -> io::Result<u8> {
     let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 3];
     let n = fds.len().min(3);
     for (p, &fd) in pfds.iter_mut().zip(fds) {
@@ -141,6 +142,7 @@ pub(crate) fn wait(fds: &[RawFd], want_out: bool, timeout: Option<Duration>) -> 
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
+        return Ok(0);
     }
-    Ok(())
+    Ok(pfds[..n].iter().enumerate().fold(0, |m, (i, p)| if p.revents != 0 { m | 1 << i } else { m }))
 }
