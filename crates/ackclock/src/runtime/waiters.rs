@@ -29,6 +29,11 @@ pub(super) struct SlotWait<H> {
     h: Option<H>,
     read: bool,
     write: bool,
+    /// A thread may be blocked on the slot's readers' (writers') condition variable: only
+    /// then is it notified, since std's `notify_all` is a futex system call even when
+    /// nobody waits (tasks and threads watching the device wait with wakers instead).
+    read_thread: bool,
+    write_thread: bool,
     read_seen: u8,
     write_seen: u8,
     listed: bool,
@@ -46,6 +51,8 @@ impl<H> Default for SlotWait<H> {
             h: None,
             read: false,
             write: false,
+            read_thread: false,
+            write_thread: false,
             read_seen: 0,
             write_seen: 0,
             listed: false,
@@ -88,11 +95,13 @@ impl<H: Copy> Waiters<H> {
         w.h = Some(h);
         let stored = if write {
             w.write = true;
+            w.write_thread |= waker.is_none();
             w.write_seen = bits & WRITE_MASK;
             self.starved |= bits & BUFFERS == 0;
             &mut w.write_waker
         } else {
             w.read = true;
+            w.read_thread |= waker.is_none();
             w.read_seen = bits & READ_MASK;
             &mut w.read_waker
         };
@@ -115,14 +124,18 @@ impl<H: Copy> Waiters<H> {
         let w = &mut self.waits[slot];
         let now = w.h.map_or(GONE, bits);
         if w.read && now & READ_MASK != w.read_seen {
-            cvs[slot].read.notify_all();
+            if std::mem::take(&mut w.read_thread) {
+                cvs[slot].read.notify_all();
+            }
             if let Some(waker) = w.read_waker.take() {
                 waker.wake();
             }
             w.read = false;
         }
         if w.write && now & WRITE_MASK != w.write_seen {
-            cvs[slot].write.notify_all();
+            if std::mem::take(&mut w.write_thread) {
+                cvs[slot].write.notify_all();
+            }
             if let Some(waker) = w.write_waker.take() {
                 waker.wake();
             }
@@ -165,6 +178,8 @@ impl<H: Copy> Waiters<H> {
         }
         w.read = false;
         w.write = false;
+        w.read_thread = false;
+        w.write_thread = false;
         self.unlist(s);
     }
 
