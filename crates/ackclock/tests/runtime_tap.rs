@@ -171,6 +171,22 @@ fn application_threads_watch_the_device_over_a_tun() {
     assert_eq!(stats.app_waits, 0, "{stats:?}");
 }
 
+/// A runtime in the default mode on an offload TAP, listening on port 7, and a Python
+/// client running `script` (after `import socket, sys`; the stack's address is
+/// `sys.argv[1]`) with its stdin and stdout piped.
+fn runtime_and_client(ns: &mut NetNs, script: &str) -> (Runtime, TcpListener, std::process::Child) {
+    let rt = runtime(ns, TapMode::Offload, false, watch());
+    let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
+    let client = ns
+        .command(60, "python3")
+        .args(["-c", &format!("import socket, sys\n{script}"), &STACK_ADDR.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    (rt, listener, client)
+}
+
 /// Wait (bounded) until `cond` holds on the runtime's counters.
 fn until_stats(rt: &Runtime, what: &str, cond: impl Fn(&RuntimeStats) -> bool) {
     let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -192,26 +208,16 @@ fn a_watcher_that_leaves_hands_the_device_back() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let mut ns = NetNs::new();
-    let mut rt = runtime(&mut ns, TapMode::Offload, false, watch());
-    let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
-    let client = ns
-        .command(60, "python3")
-        .args([
-            "-c",
-            "import socket, sys\n\
-             a = socket.create_connection((sys.argv[1], 7), timeout=30)\n\
-             b = socket.create_connection((sys.argv[1], 7), timeout=30)\n\
-             sys.stdin.readline()\n\
-             a.sendall(b'x')\n\
-             sys.stdin.readline()\n\
-             b.sendall(b'y'); assert b.recv(1) == b'y'\n\
-             print('ok')",
-            &STACK_ADDR.to_string(),
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run python3");
+    let (mut rt, listener, client) = runtime_and_client(
+        &mut ns,
+        "a = socket.create_connection((sys.argv[1], 7), timeout=30)\n\
+         b = socket.create_connection((sys.argv[1], 7), timeout=30)\n\
+         sys.stdin.readline()\n\
+         a.sendall(b'x')\n\
+         sys.stdin.readline()\n\
+         b.sendall(b'y'); assert b.recv(1) == b'y'\n\
+         print('ok')",
+    );
     let (mut a, _) = listener.accept().expect("accept a");
     let (mut b, _) = listener.accept().expect("accept b");
     let away = Arc::new(AtomicBool::new(false));
@@ -279,19 +285,11 @@ fn a_watching_reader_times_out_and_is_woken_by_shutdown() {
         return;
     }
     let mut ns = NetNs::new();
-    let mut rt = runtime(&mut ns, TapMode::Offload, false, watch());
-    let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
-    let client = ns
-        .command(60, "python3")
-        .args([
-            "-c",
-            "import socket, sys\n\
-             a = socket.create_connection((sys.argv[1], 7), timeout=30)\n\
-             try:\n    a.recv(1)\nexcept OSError:\n    pass",
-            &STACK_ADDR.to_string(),
-        ])
-        .spawn()
-        .expect("run python3");
+    let (mut rt, listener, client) = runtime_and_client(
+        &mut ns,
+        "a = socket.create_connection((sys.argv[1], 7), timeout=30)\n\
+         try:\n    a.recv(1)\nexcept OSError:\n    pass",
+    );
     let (mut a, _) = listener.accept().expect("accept");
     a.set_read_timeout(Some(std::time::Duration::from_millis(50))).unwrap();
     let mut c = [0u8; 1];

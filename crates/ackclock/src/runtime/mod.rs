@@ -74,9 +74,9 @@
 //!   left to do other work. A loom model checks that hand-off, and that the other order
 //!   loses the device. One busy connection then runs as a single-thread loop does, with no
 //!   hand-off between threads: `scripts/bench-rt-tap` (serve's services on the runtime
-//!   against serve's own single-thread loop, medians of three) measured 0.84-1.25x of the
-//!   loop over a TAP and 0.68-2.4x over a TUN, against 0.51-1.08x and 0.48-1.54x with the
-//!   protocol thread only in the same runs, with 0.5-4.2 protocol-thread sleeps and no
+//!   against serve's own single-thread loop, medians of three) measured 0.94-1.59x of the
+//!   loop with offloads and 0.67-1.19x on plain devices, against 0.56-1.02x with the
+//!   protocol thread only in the same run, with 0.5-3.6 protocol-thread sleeps and no
 //!   condition-variable wait per MB (BENCHMARKS.md has the figures).
 //!
 //! **The one copy happens in the application thread, under the lock.** `read` is the core's
