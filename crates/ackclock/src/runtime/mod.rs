@@ -235,8 +235,8 @@ pub enum TapRounds {
     /// The default: as `AppThreads`, and an application thread that blocks watches the
     /// device itself (ppoll on its descriptor) and runs the rounds its frames need, instead
     /// of waiting for the protocol thread to run them; at most one thread watches at a
-    /// time, and the protocol thread keeps the timers (module documentation, "Watching the
-    /// device"). Measured the closest to a single-thread loop.
+    /// time, and the protocol thread keeps the timers (module documentation, "Over a TAP or
+    /// TUN"). Measured the closest to a single-thread loop.
     #[default]
     Watch,
 }
@@ -278,8 +278,9 @@ pub struct RuntimeStats {
     /// Of the watching application threads' wake-ups, those for frames on the device (the
     /// thread ran a round).
     pub watch_rounds: u64,
-    /// Times a watcher's call ended and it lowered the protocol thread's deadline so that the
-    /// device is watched again soon if no thread comes back (a timerfd system call each).
+    /// Times the last application thread to stop watching the device or leave its call
+    /// lowered the protocol thread's deadline, so that the device is watched again soon if
+    /// no thread comes back (a timerfd system call each).
     pub handoffs: u64,
 }
 
@@ -657,8 +658,8 @@ impl Shared {
         }
     }
 
-    /// A watcher's call ended (`watch`): if no thread watches the device by
-    /// [`watch::HANDOFF`] from now, the protocol thread must.
+    /// The last thread stopped watching the device or left its call (`watch`): if no thread
+    /// watches it by [`watch::HANDOFF`] from now, the protocol thread must.
     fn hand_off(&self) {
         let now = self.clock.now();
         if self.lower_deadline(now.plus_nanos(watch::HANDOFF.as_nanos() as u64), now) {
