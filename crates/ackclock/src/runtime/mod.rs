@@ -319,6 +319,7 @@ pub(crate) struct Shared {
     watch_fd: Option<RawFd>,
     /// Which thread watches the device (`watch`).
     watch: Watch,
+    /// The monotonic clock at the stack's epoch: every round's and every sleep's time.
     clock: Clock,
     /// Armed by an application thread's round that set a timer earlier than `sleep_until`.
     timer: sys::TimerFd,
@@ -536,7 +537,6 @@ impl Runtime {
             rx: Batch::with_capacity(ring),
             tx: Batch::with_capacity(ring),
             taken: Vec::with_capacity(slots),
-            clock,
             last: Default::default(),
         });
         let shared = Arc::new(Shared {
@@ -579,7 +579,7 @@ impl Runtime {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("ackclock-protocol".into())
-            .spawn(move || protocol_thread(s, device_fd, clock))?;
+            .spawn(move || protocol_thread(s, device_fd))?;
         Ok(Runtime { shared, thread: Some(thread) })
     }
 
@@ -690,7 +690,7 @@ const POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The protocol thread: rounds of receive, process, output, transmit, then sleep until the
 /// device, a ring or a timer.
-fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) {
+fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
     let fds: Vec<RawFd> = [shared.bell.as_raw_fd(), shared.timer.as_raw_fd()].into_iter().chain(device_fd).collect();
     let mut app_rounds_seen = 0;
     loop {
@@ -750,7 +750,7 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, clock: Clock) 
             continue;
         }
         let blocked = o.blocked;
-        let mut timeout = o.next.map(|t| t.saturating_duration_since(clock.now()));
+        let mut timeout = o.next.map(|t| t.saturating_duration_since(shared.clock.now()));
         if blocked {
             // The device pushed back: wait until it can take frames (or a timer), but
             // not for the output the untaken frames keep "pending" now.

@@ -223,8 +223,6 @@ pub(super) trait Rounds: Send {
     fn round(&mut self, shared: &Shared) -> Outcome;
     /// What the last round left.
     fn last(&self) -> Outcome;
-    /// The stack's time now.
-    fn now(&self) -> Instant;
 }
 
 /// The device and what a round needs besides the stack.
@@ -233,13 +231,12 @@ pub(super) struct Engine<D> {
     pub rx: Batch,
     pub tx: Batch,
     pub taken: Vec<u32>,
-    pub clock: super::Clock,
     pub last: Outcome,
 }
 
 impl<D: RuntimeDevice> Rounds for Engine<D> {
     fn round(&mut self, shared: &Shared) -> Outcome {
-        let now = self.clock.now();
+        let now = shared.clock.now();
         self.dev.receive(now, &mut self.rx);
         let more_rx = self.rx.is_full();
         // Requests are marked done here, before any window is computed (see `wnd_update`).
@@ -287,10 +284,6 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
     fn last(&self) -> Outcome {
         self.last
     }
-
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
 }
 
 /// An application thread inside a blocking call over the pipe (see [`Shared::arrive`]);
@@ -325,7 +318,7 @@ impl Shared {
                 // A timer already due when the round ends (the stack asks to be polled
                 // again at once): one more round now, as the protocol thread did, a few
                 // times at most before leaving it to the protocol thread's timerfd.
-                let now = engine.now();
+                let now = self.clock.now();
                 let due = o.next.is_some_and(|t| t <= now) && !o.blocked && again < 8;
                 again += 1;
                 if app {
