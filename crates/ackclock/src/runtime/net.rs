@@ -55,31 +55,29 @@ pub(super) fn timeout_of(nanos: u64) -> Option<Duration> {
     (nanos != 0).then(|| Duration::from_nanos(nanos))
 }
 
-/// Wait until a round sees the connection's readiness change, `deadline`, or shutdown: on
-/// the connection's condition variable (readers' or writers'), or, over a TAP or TUN with
-/// [`TapRounds::Watch`](super::TapRounds), on the thread's eventfd and maybe the device
-/// ([`wait_watching`]). `Err(WouldBlock)` when the
-/// deadline passed, as a std socket's timeout does on Linux.
+/// Wait until a round sees the connection's readiness change, the call's deadline, or
+/// shutdown: on the connection's condition variable (readers' or writers'), or, over a TAP
+/// or TUN with [`TapRounds::Watch`](super::TapRounds), on the thread's eventfd and maybe the
+/// device ([`wait_watching`]). `Err(WouldBlock)` when the deadline passed, as a std socket's
+/// timeout does on Linux.
 ///
 /// Over the in-memory pipe the first wait of a call polls instead (`Shared::poll`, bounded)
 /// and returns for the caller to try again: the frames it waits for usually arrive within
 /// microseconds, and a sleep and wake-up on the condition variable cost more than that.
 fn wait<'a>(
-    shared: &'a Shared,
     g: MutexGuard<'a, Inner>,
     h: TcpHandle,
     slot: u32,
     write: bool,
-    deadline: Option<StdInstant>,
-    call: &mut Call,
+    call: &mut Call<'a>,
 ) -> io::Result<MutexGuard<'a, Inner>> {
-    if let Some(dev) = shared.watch_fd {
+    if let Some(dev) = call.shared.watch_fd {
         return Watcher::with(|me| match me {
-            Some(me) => wait_watching(shared, g, h, slot, write, deadline, call, dev, me),
-            None => wait_cv(shared, g, h, slot, write, deadline, call),
+            Some(me) => wait_watching(g, h, slot, write, call, dev, me),
+            None => wait_cv(g, h, slot, write, call),
         });
     }
-    wait_cv(shared, g, h, slot, write, deadline, call)
+    wait_cv(g, h, slot, write, call)
 }
 
 /// How long until `deadline`; `Err(WouldBlock)` when it passed.
@@ -98,14 +96,13 @@ fn time_left(deadline: Option<StdInstant>) -> io::Result<Option<Duration>> {
 
 /// [`wait`] on the socket slot's condition variable.
 fn wait_cv<'a>(
-    shared: &'a Shared,
     mut g: MutexGuard<'a, Inner>,
     h: TcpHandle,
     slot: u32,
     write: bool,
-    deadline: Option<StdInstant>,
-    call: &mut Call,
+    call: &mut Call<'a>,
 ) -> io::Result<MutexGuard<'a, Inner>> {
+    let shared = call.shared;
     if !call.polled && shared.polls() {
         call.polled = true;
         drop(g);
@@ -120,7 +117,7 @@ fn wait_cv<'a>(
     shared.app_waits.fetch_add(1, Ordering::Relaxed);
     let cvs = &shared.cvs[slot as usize];
     let cv = if write { &cvs.write } else { &cvs.read };
-    let left = time_left(deadline)?;
+    let left = time_left(call.deadline)?;
     // A sleeping thread answers no rings: hand them to the protocol thread meanwhile.
     if call.present {
         shared.leave(false);
@@ -144,19 +141,17 @@ fn wait_cv<'a>(
 /// thread's eventfd, woken by the waker registered for the socket, and on the device's
 /// descriptor while this thread is the watcher (see `watch`). Woken by the device, the
 /// watcher runs a round itself; either way the caller tries its call again.
-#[allow(clippy::too_many_arguments)]
 fn wait_watching<'a>(
-    shared: &'a Shared,
     mut g: MutexGuard<'a, Inner>,
     h: TcpHandle,
     slot: u32,
     write: bool,
-    deadline: Option<StdInstant>,
-    call: &mut Call,
+    call: &mut Call<'a>,
     device: std::os::fd::RawFd,
     me: &Watcher,
 ) -> io::Result<MutexGuard<'a, Inner>> {
-    let left = time_left(deadline)?;
+    let shared = call.shared;
+    let left = time_left(call.deadline)?;
     // A call's first wait takes the device from whoever watches it; later ones only if free.
     let watcher = if call.watch == 0 {
         shared.watch.take(me.id);
@@ -200,11 +195,12 @@ fn wait_watching<'a>(
     Ok(g)
 }
 
-/// How a blocking call waits: whether it polled already, whether the calling thread is
-/// counted as present (`Shared::arrive`), and whether it watched the device (`watch`: the
-/// role is given back when the call ends).
+/// How a blocking call waits: on which runtime, until when (`None`: no timeout), whether it
+/// polled already, whether the calling thread is counted as present (`Shared::arrive`), and
+/// whether it watched the device (`watch`: the role is given back when the call ends).
 pub(super) struct Call<'a> {
     shared: &'a Shared,
+    deadline: Option<StdInstant>,
     polled: bool,
     present: bool,
     /// The thread's watcher id if this call took the device (`watch`), else 0.
@@ -212,8 +208,8 @@ pub(super) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    pub(super) fn new(shared: &'a Shared, polled: bool, present: bool) -> Call<'a> {
-        Call { shared, polled, present, watch: 0 }
+    pub(super) fn new(shared: &'a Shared, deadline: Option<StdInstant>, polled: bool, present: bool) -> Call<'a> {
+        Call { shared, deadline, polled, present, watch: 0 }
     }
 }
 
@@ -272,13 +268,15 @@ impl TcpStream {
     pub fn connect(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpStream> {
         let stream = TcpStream::start_connect(rt, addr)?;
         let shared = stream.shared.clone();
-        let mut g = shared.lock();
-        // A handshake takes a round trip through both protocol threads: no polling.
-        let mut call = Call::new(&shared, true, false);
-        let result = loop {
-            match stream.connected(g) {
-                Attempt::Done(r) => break r,
-                Attempt::Blocked(held) => g = wait(&shared, held, stream.h, stream.slot, true, None, &mut call)?,
+        let result = {
+            let mut g = shared.lock();
+            // A handshake takes a round trip through both protocol threads: no polling.
+            let mut call = Call::new(&shared, None, true, false);
+            loop {
+                match stream.connected(g) {
+                    Attempt::Done(r) => break r,
+                    Attempt::Blocked(held) => g = wait(held, stream.h, stream.slot, true, &mut call)?,
+                }
             }
         };
         // Dropping the stream on an error closes the attempt.
@@ -377,10 +375,9 @@ impl TcpStream {
     }
 
     fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let deadline = self.deadline(&self.read_timeout);
         let shared = &*self.shared;
         let _present = shared.app_run.then(|| shared.arrive());
-        let mut call = Call::new(shared, false, shared.app_run);
+        let mut call = Call::new(shared, self.deadline(&self.read_timeout), false, shared.app_run);
         let mut g = shared.lock();
         loop {
             match self.try_read(g, buf, true) {
@@ -389,7 +386,7 @@ impl TcpStream {
                     if self.nonblocking.load(Ordering::Relaxed) {
                         return Err(io_error(Error::WouldBlock));
                     }
-                    g = wait(shared, held, self.h, self.slot, false, deadline, &mut call)?;
+                    g = wait(held, self.h, self.slot, false, &mut call)?;
                 }
             }
         }
@@ -429,10 +426,9 @@ impl TcpStream {
     }
 
     fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
-        let deadline = self.deadline(&self.write_timeout);
         let shared = &*self.shared;
         let _present = shared.app_run.then(|| shared.arrive());
-        let mut call = Call::new(shared, false, shared.app_run);
+        let mut call = Call::new(shared, self.deadline(&self.write_timeout), false, shared.app_run);
         let mut g = shared.lock();
         loop {
             match self.try_write(g, buf, true) {
@@ -441,7 +437,7 @@ impl TcpStream {
                     if self.nonblocking.load(Ordering::Relaxed) {
                         return Err(io_error(Error::WouldBlock));
                     }
-                    g = wait(shared, held, self.h, self.slot, true, deadline, &mut call)?;
+                    g = wait(held, self.h, self.slot, true, &mut call)?;
                 }
             }
         }
