@@ -124,16 +124,7 @@ impl Word {
     /// caller must not watch the device until signalled ([`End::Unpark`]). `false`: nobody
     /// runs rounds now; the caller runs them itself.
     pub(crate) fn park(&self) -> bool {
-        let mut cur = self.0.load(Ordering::Acquire);
-        loop {
-            if cur & RUNNING == 0 {
-                return false;
-            }
-            match self.0.compare_exchange_weak(cur, cur | WANTED | PARKED, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
+        self.set_while_running(WANTED | PARKED)
     }
 
     /// As [`park`](Self::park), without parking (`watch`): if a thread runs rounds, want
@@ -141,12 +132,17 @@ impl Word {
     /// as usual, and the runner, present in its call, hands the device back when it leaves.
     /// `false`: nobody runs rounds now.
     pub(crate) fn defer(&self) -> bool {
+        self.set_while_running(WANTED)
+    }
+
+    /// Set `bits` in the same step that sees a runner; `false` (nothing set) if none runs.
+    fn set_while_running(&self, bits: u32) -> bool {
         let mut cur = self.0.load(Ordering::Acquire);
         loop {
             if cur & RUNNING == 0 {
                 return false;
             }
-            match self.0.compare_exchange_weak(cur, cur | WANTED, Ordering::AcqRel, Ordering::Acquire) {
+            match self.0.compare_exchange_weak(cur, cur | bits, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return true,
                 Err(now) => cur = now,
             }
