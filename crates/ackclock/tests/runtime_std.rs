@@ -198,3 +198,64 @@ fn bad_input_gives_typed_errors() {
     assert_eq!(client.set_nodelay(false).unwrap_err().kind(), ErrorKind::ConnectionAborted);
     assert_eq!(client.peer_addr().unwrap_err().kind(), ErrorKind::ConnectionAborted);
 }
+
+/// `shutdown_linger` lets a dropped stream's queued data and FIN arrive (RFC 9293 §3.6:
+/// the close completes once the FIN is acknowledged), where `shutdown` would reset it; the
+/// device comes back afterwards, of its own type only.
+#[test]
+fn shutdown_linger_lets_the_close_finish_and_gives_the_device_back() {
+    let (mut a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(25)).unwrap();
+    let mut client = TcpStream::connect(&a, b_at(25)).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    assert!(a.take_device::<ackclock::phy::PipeEnd>().is_none(), "not while it runs");
+    let mut sent = vec![0u8; 600_000];
+    pattern(3, &mut sent);
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        // Then the server closes too, which completes the client's close.
+        server.read_to_end(&mut got).map(|_| got)
+    });
+    // More than the send buffer: part of it is still queued when the stream is dropped.
+    client.write_all(&sent).unwrap();
+    drop(client);
+    assert!(a.shutdown_linger(Duration::from_secs(20)), "the close finished in time");
+    let got = reader.join().unwrap().expect("end of stream, not a reset");
+    assert!(got == sent, "{} bytes arrived, not byte-exact", got.len());
+    assert!(a.take_device::<ackclock::phy::Tap>().is_none(), "another type");
+    let dev = a.take_device::<ackclock::phy::PipeEnd>().expect("the pipe's end");
+    assert!(ackclock::phy::Device::stats(&dev).tx_frames > 400, "{:?}", ackclock::phy::Device::stats(&dev));
+    assert!(a.take_device::<ackclock::phy::PipeEnd>().is_none(), "taken once");
+    assert!(!a.shutdown_linger(Duration::from_secs(1)), "stopped already");
+}
+
+/// A close the peer never completes (it does not close its side: FIN-WAIT-2) is waited for
+/// only `linger`; then shutdown resets it.
+#[test]
+fn shutdown_linger_gives_up_after_the_linger() {
+    let (mut a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(26)).unwrap();
+    let client = TcpStream::connect(&a, b_at(26)).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    drop(client);
+    assert_eq!(server.read(&mut [0; 4]).unwrap(), 0, "the FIN arrived");
+    assert!(!a.shutdown_linger(Duration::from_millis(50)), "the server never closed");
+    eventually(|| server.tcp_info().unwrap().state == ackclock::tcp::State::Closed);
+    assert_eq!(server.write(b"x").unwrap_err().kind(), ErrorKind::ConnectionReset);
+}
+
+/// `connect_timeout` as std's: `TimedOut` when nothing answers in time (here nobody owns
+/// the address, so ARP is never answered), and `InvalidInput` for a zero timeout.
+#[test]
+fn connect_timeout_times_out() {
+    let (a, _b) = pair();
+    let nobody = SocketAddrV4::new(core::net::Ipv4Addr::new(10, 0, 0, 99), 80);
+    let e = TcpStream::connect_timeout(&a, nobody, Duration::from_millis(100)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert_eq!(TcpStream::connect_timeout(&a, nobody, Duration::ZERO).unwrap_err().kind(), ErrorKind::InvalidInput);
+    // The attempt was closed: the stack holds no connection.
+    eventually(|| a.with_stack(|s| s.tcp().connections()) == 0);
+    let listener = TcpListener::bind(&_b, b_at(27)).unwrap();
+    let _c = TcpStream::connect_timeout(&a, b_at(27), Duration::from_secs(10)).unwrap();
+    listener.accept().unwrap();
+}

@@ -150,10 +150,15 @@
 //! **Stopping.** [`Runtime::shutdown`] (or drop) resets every connection still open and
 //! closes every listener, as a process that exits does, sends those RSTs, wakes every
 //! blocked thread with `ConnectionAborted`, and joins the protocol thread. Sockets used
-//! after that return the same error.
+//! after that return the same error. [`Runtime::shutdown_linger`] first gives the
+//! connections whose streams were dropped time to finish closing (their FINs sent and
+//! acknowledged), as `SO_LINGER` does for one socket; [`Runtime::take_device`] then gives
+//! the device back, for its counters or a capture to flush. The stack stays readable
+//! through [`Runtime::with_stack`].
 
 mod net;
 mod rounds;
+mod stop;
 pub(crate) mod sync;
 mod sys;
 #[cfg(feature = "tokio")]
@@ -304,6 +309,12 @@ pub(crate) struct Shared {
     /// The device and a round's buffers: whoever runs a round holds this lock (and takes the
     /// stack's inside it). `None` once the protocol thread has stopped.
     engine: Mutex<Option<Box<dyn Rounds>>>,
+    /// The device, once the protocol thread has stopped, for [`Runtime::take_device`].
+    stopped_device: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// [`Runtime::shutdown_linger`] waits for the connections to finish closing: rounds
+    /// notify `drained` when none is left but TIME-WAIT entries.
+    lingering: AtomicBool,
+    drained: Condvar,
     /// Application threads poll before blocking (a device without a descriptor: the
     /// in-memory pipe).
     direct: bool,
@@ -553,6 +564,9 @@ impl Runtime {
             requests: Requests::new(slots),
             bell,
             engine: Mutex::new(Some(engine)),
+            stopped_device: Mutex::new(None),
+            lingering: AtomicBool::new(false),
+            drained: Condvar::new(),
             direct: device_fd.is_none(),
             app_run: device_fd.is_none() || config.tap_rounds != TapRounds::ProtocolThread,
             sleep_until: sync::AtomicU64::new(AWAKE),
@@ -610,25 +624,6 @@ impl Runtime {
             watch_rounds: s.watch_rounds.load(Ordering::Relaxed),
             handoffs: s.handoffs.load(Ordering::Relaxed),
         }
-    }
-
-    /// Stop: reset what is open, send the resets, wake every blocked thread with
-    /// `ConnectionAborted`, and join the protocol thread. Idempotent; drop calls it.
-    pub fn shutdown(&mut self) {
-        let Some(thread) = self.thread.take() else { return };
-        {
-            let mut g = self.shared.lock();
-            g.closed = true;
-            g.wake_all_tasks();
-            self.shared.wake_all();
-        }
-        self.shared.stopping.store(true, Ordering::Release);
-        self.shared.bell.eventfd.wake();
-        let _ = thread.join();
-        // Anyone who slipped in before `closed` was seen is woken again.
-        let mut g = self.shared.lock();
-        g.wake_all_tasks();
-        self.shared.wake_all();
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -704,10 +699,10 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
             // (what the device would not take is lost, as at process exit); then the device
             // is dropped and no thread runs rounds any more.
             let mut engine = lock(&shared.engine);
-            if let Some(e) = engine.as_mut() {
+            if let Some(mut e) = engine.take() {
                 e.round(&shared);
+                *lock(&shared.stopped_device) = Some(e.into_device());
             }
-            *engine = None;
             return;
         }
         // `false`: an application thread is running rounds. It runs them until nobody wants

@@ -266,16 +266,36 @@ impl TcpStream {
     /// Open a connection to `addr` from the stack's address and an ephemeral port, and
     /// wait until it is established (or refused, or the SYN retransmissions give up).
     pub fn connect(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        TcpStream::connect_until(rt, addr, None)
+    }
+
+    /// [`connect`](Self::connect), giving up after `timeout` with `TimedOut`, as
+    /// `std::net::TcpStream::connect_timeout` does (the attempt is closed). A zero timeout
+    /// is `InvalidInput`.
+    pub fn connect_timeout(rt: &Runtime, addr: SocketAddrV4, timeout: Duration) -> io::Result<TcpStream> {
+        if timeout.is_zero() {
+            return Err(io::Error::new(ErrorKind::InvalidInput, "cannot set a 0 duration timeout"));
+        }
+        TcpStream::connect_until(rt, addr, Some(StdInstant::now() + timeout))
+    }
+
+    fn connect_until(rt: &Runtime, addr: SocketAddrV4, deadline: Option<StdInstant>) -> io::Result<TcpStream> {
         let stream = TcpStream::start_connect(rt, addr)?;
         let shared = stream.shared.clone();
         let result = {
             let mut g = shared.lock();
             // A handshake takes a round trip through both protocol threads: no polling.
-            let mut call = Call::new(&shared, None, true, false);
+            let mut call = Call::new(&shared, deadline, true, false);
             loop {
                 match stream.connected(g) {
                     Attempt::Done(r) => break r,
-                    Attempt::Blocked(held) => g = wait(held, stream.h, stream.slot, true, &mut call)?,
+                    Attempt::Blocked(held) => match wait(held, stream.h, stream.slot, true, &mut call) {
+                        Ok(held) => g = held,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            break Err(io::Error::new(ErrorKind::TimedOut, "connection timed out"))
+                        }
+                        Err(e) => break Err(e),
+                    },
                 }
             }
         };

@@ -219,6 +219,8 @@ pub(super) trait Rounds: Send {
     fn round(&mut self, shared: &Shared) -> Outcome;
     /// What the last round left.
     fn last(&self) -> Outcome;
+    /// The device, when the runtime has stopped.
+    fn into_device(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
 }
 
 /// The device and what a round needs besides the stack.
@@ -260,6 +262,9 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
                 inner.stack.reset_all();
             }
             inner.stack.dispatch(now);
+            if shared.lingering.load(Ordering::Relaxed) && super::stop::drained(&inner.stack) {
+                shared.drained.notify_all();
+            }
             let ring_full = inner.stack.tx_ring().is_full();
             if self.tx.is_empty() {
                 std::mem::swap(inner.stack.tx_ring(), &mut self.tx);
@@ -279,6 +284,10 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
 
     fn last(&self) -> Outcome {
         self.last
+    }
+
+    fn into_device(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        Box::new(self.dev)
     }
 }
 
