@@ -115,6 +115,10 @@ counters! {
         fast_path_acks,
         /// Segments that took the full input path.
         slow_path,
+        /// Received segments whose checksum was left for the reader's copy but checked in a
+        /// pass of its own, because an ACK (or the input path) had to cover them first: the
+        /// fused copy (Jacobson 1993) lost, a second pass over the payload paid.
+        csum_verified_early,
         /// UDP datagrams received (well-formed, before the socket lookup).
         udp_in,
         /// UDP datagrams handed to the application (checksum good).

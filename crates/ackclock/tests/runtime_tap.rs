@@ -304,3 +304,51 @@ fn a_watching_reader_times_out_and_is_woken_by_shutdown() {
     let mut client = client;
     let _ = client.wait();
 }
+
+/// Linux sends 4 MB to a reader on a plain TAP (checksums in software); returns the
+/// segments whose checksum was checked in a pass of its own (`csum_verified_early`) and
+/// the data segments received.
+fn receive_4mb(rt_config: RuntimeConfig) -> Option<(u64, u64)> {
+    if skip(&["python3"]) {
+        return None;
+    }
+    let mut ns = NetNs::new();
+    let mut rt = runtime(&mut ns, TapMode::Plain, false, rt_config);
+    let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 9)).expect("bind");
+    let n = 4 << 20;
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().expect("accept");
+        let mut buf = [0u8; 16 * 1024];
+        let mut got = 0;
+        while let Ok(k @ 1..) = conn.read(&mut buf) {
+            got += k;
+        }
+        got
+    });
+    let send = format!(
+        "import socket; s = socket.create_connection(('{STACK_ADDR}', 9)); s.sendall(bytes({n})); s.shutdown(socket.SHUT_WR); s.recv(1)"
+    );
+    let out = ns.command(90, "python3").args(["-c", &send]).output().expect("run python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.join().unwrap(), n);
+    let k = rt.with_stack(|s| *s.tcp().counters());
+    rt.shutdown();
+    Some((k.csum_verified_early, k.fast_path_data + k.slow_path))
+}
+
+/// Over a watched device the reader's round runs its input only, and the output (the ACK)
+/// after the reader's copy, which checked the checksums (Jacobson 1993): no second pass
+/// over most of the payload. When only the protocol thread runs rounds, it must check each
+/// segment before its ACK, ahead of the reader's copy.
+#[test]
+fn a_watching_reader_checks_checksums_in_its_copy() {
+    let Some((early, segs)) = receive_4mb(watch()) else { return };
+    let Some((early_p, segs_p)) =
+        receive_4mb(RuntimeConfig { tap_rounds: TapRounds::ProtocolThread, ..Default::default() })
+    else {
+        return;
+    };
+    eprintln!("watch: {early} of {segs} early; protocol thread: {early_p} of {segs_p}");
+    assert!(early * 3 < segs, "watch: {early} of {segs} segments checked ahead of the copy");
+    assert!(early_p * 2 > segs_p, "protocol thread: {early_p} of {segs_p}");
+}

@@ -110,7 +110,10 @@
 //! request it takes done *before* it computes the window, whichever thread runs it, so a
 //! read that lands meanwhile posts a fresh one and no update is lost. A read posts only
 //! when it may matter: when the freed space may be worth an update or the read verified
-//! data an ACK is now owed for. [`RuntimeConfig::sync_window_updates`] (for benchmarks
+//! data an ACK is now owed for. Over a device application threads watch
+//! ([`TapRounds::Watch`]) the reader runs no round for it: the output it owes after its
+//! copy takes the request, and sends the window in the same segment as the ACK of what it
+//! read (`watch`, "Window updates"). [`RuntimeConfig::sync_window_updates`] (for benchmarks
 //! only) makes the reader hand the request to the protocol thread and wait for its reply,
 //! as before the commit.
 //!
@@ -156,6 +159,8 @@
 //! the device back, for its counters or a capture to flush. The stack stays readable
 //! through [`Runtime::with_stack`].
 
+#[cfg(all(test, loom))]
+mod deadline_model;
 mod net;
 mod rounds;
 mod stop;
@@ -512,10 +517,15 @@ impl Shared {
     }
 
     /// A reader's window-update request for `slot`: run the round here (`direct`: a blocking
-    /// reader, when application threads run rounds) or ring for one.
+    /// reader, when application threads run rounds), leave it to the output the reader owes
+    /// (`direct` over a watched device), or ring for one.
     fn post_window_update(&self, slot: u32, direct: bool) {
         if self.requests.post(slot) {
-            if direct {
+            if direct && self.watch_fd.is_some() {
+                // Over a watched device the request waits for the next round, which sends
+                // the window with the ACKs of the frames it reads (see `watch`, "Window
+                // updates").
+            } else if direct {
                 self.push();
             } else {
                 self.kick();
@@ -655,7 +665,7 @@ impl Shared {
 
     /// The last thread stopped watching the device or left its call (`watch`): if no thread
     /// watches it by [`watch::HANDOFF`] from now, the protocol thread must.
-    fn hand_off(&self) {
+    pub(super) fn hand_off(&self) {
         let now = self.clock.now();
         if self.lower_deadline(now.plus_nanos(watch::HANDOFF.as_nanos() as u64), now) {
             self.handoffs.fetch_add(1, Ordering::Relaxed);
@@ -700,7 +710,7 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
             // is dropped and no thread runs rounds any more.
             let mut engine = lock(&shared.engine);
             if let Some(mut e) = engine.take() {
-                e.round(&shared);
+                e.round(&shared, rounds::Part::Whole);
                 *lock(&shared.stopped_device) = Some(e.into_device());
             }
             return;
@@ -713,12 +723,28 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
         if !ran && shared.watch_fd.is_some() {
             // Application threads watch the device: the runner reads it in one more round,
             // and every runner is inside a call or watching, so the last to leave hands the
-            // device back (`watch`). Sleep as usual, which is without the descriptor while
-            // that holds; no park and no signal to wait for.
+            // device back (`watch`). Sleep without the descriptor while that holds; no park
+            // and no signal to wait for.
+            //
+            // "No timer" is published before the runner is asked for that round, and the
+            // word's read-modify-writes order the two: the round starts after the runner's
+            // own read-modify-write of the word (`end` or `round_starts`) has seen this
+            // one, so it sees the store, and every round an application thread runs ends by
+            // lowering the published deadline to its next timer and arming the timerfd
+            // (`run_rounds`). So this thread sleeps without the engine's lock: taking it
+            // meant waiting for the runner's round, a futex wait and wake on each of these
+            // wake-ups.
+            shared.sleep_until.store(rounds::NO_TIMER, Ordering::SeqCst);
             if !shared.defer() {
                 continue;
             }
             shared.parks.fetch_add(1, Ordering::Relaxed);
+            shared.sleeps.fetch_add(1, Ordering::Relaxed);
+            let fds_now = if shared.device_watched() { &fds[..2] } else { &fds[..] };
+            if sys::wait(fds_now, false, None).is_err() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            continue;
         } else if !ran && device_fd.is_some() && shared.park() {
             // Over a TAP or TUN an application thread runs rounds, and reads the device in
             // them: leave the device to it rather than wake on every frame it is about to
@@ -782,6 +808,12 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
         // the descriptor (its frames would wake both); the last one out lowers the deadline
         // published above (`watch`; checked after publishing it).
         let watched = !blocked && shared.device_watched();
+        // A window-update request a reader left for the next round (`watch`): after
+        // publishing the deadline, look at the queue; a reader that posts after this sees
+        // the deadline and lowers it (the queue's lock orders the two).
+        if shared.watch_fd.is_some() && shared.requests.queued() {
+            continue;
+        }
         let fds_now = if watched { &fds[..2] } else { &fds[..] };
         shared.sleeps.fetch_add(1, Ordering::Relaxed);
         if sys::wait(fds_now, blocked, timeout).is_err() {

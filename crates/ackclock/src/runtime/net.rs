@@ -171,7 +171,13 @@ fn wait_watching<'a>(
     }
     shared.watches.fetch_add(1, Ordering::Relaxed);
     let fds = [me.fd(), device];
-    let ready = match sys::wait(if watcher { &fds } else { &fds[..1] }, false, left) {
+    let fds = if watcher { &fds[..] } else { &fds[..1] };
+    // A socket's window update, or the output of this thread's last round, waited for
+    // this thread (`watch`, "Window updates"): no thread sleeps on it. Send it, and try the
+    // call again.
+    // If another thread runs rounds, its next one does it: sleep as usual.
+    let owed = (owes(shared) || shared.requests.is_pending(slot)) && pay(shared);
+    let ready = match if owed { Ok(0) } else { sys::wait(fds, false, left) } {
         Ok(ready) => ready,
         Err(_) => {
             // ppoll failed on valid descriptors: do not spin on it.
@@ -186,7 +192,9 @@ fn wait_watching<'a>(
     }
     if ready & 2 != 0 && shared.watch.owns(me.id) {
         shared.watch_rounds.fetch_add(1, Ordering::Relaxed);
-        shared.watch_round();
+        if shared.watch_round() {
+            OWED.set(shared as *const Shared as usize);
+        }
     }
     let g = shared.lock();
     if g.closed {
@@ -205,16 +213,48 @@ pub(super) struct Call<'a> {
     present: bool,
     /// The thread's watcher id if this call took the device (`watch`), else 0.
     watch: u64,
+    /// The caller's socket still has data to read: an output this thread owes waits for
+    /// its next call (see [`OWED`]).
+    more: bool,
+}
+
+std::thread_local! {
+    /// The runtime (its `Shared`'s address; 0: none) whose round's output this thread owes:
+    /// it ran a round's input (`Shared::watch_round`) and runs the output after its copy
+    /// (`watch`, "Window updates"): before it sleeps, or when a call ends with nothing left
+    /// to read; a call that ends with more to read hands off instead (the protocol thread
+    /// runs a round within `watch::HANDOFF` unless this thread comes back first).
+    static OWED: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+fn owes(shared: &Shared) -> bool {
+    OWED.get() == shared as *const Shared as usize
+}
+
+/// Run the output this thread owes `shared` (`false`: another thread runs rounds, and its
+/// next one does it).
+fn pay(shared: &Shared) -> bool {
+    OWED.set(0);
+    shared.push_output()
 }
 
 impl<'a> Call<'a> {
     pub(super) fn new(shared: &'a Shared, deadline: Option<StdInstant>, polled: bool, present: bool) -> Call<'a> {
-        Call { shared, deadline, polled, present, watch: 0 }
+        Call { shared, deadline, polled, present, watch: 0, more: false }
     }
 }
 
 impl Drop for Call<'_> {
     fn drop(&mut self) {
+        // After the caller's copy: the ACKs of the data it read (verified in that copy)
+        // and its window update, in one segment (`watch`, "Window updates").
+        if owes(self.shared) {
+            if self.more {
+                self.shared.hand_off();
+            } else {
+                let _ = pay(self.shared);
+            }
+        }
         if self.watch != 0 && self.shared.watch.release(self.watch) {
             self.shared.maybe_hand_off();
         }
@@ -366,6 +406,7 @@ impl TcpStream {
         mut g: MutexGuard<'a, Inner>,
         buf: &mut [u8],
         wait_reply: bool,
+        more: &mut bool,
     ) -> Attempt<'a> {
         let shared = &*self.shared;
         if g.closed {
@@ -376,6 +417,7 @@ impl TcpStream {
         }
         Attempt::Done(match g.stack.tcp_recv(self.h, buf) {
             Ok(n) => {
+                *more = n > 0 && super::tcp_bits(&g.stack, self.h) & super::waiters::READABLE != 0;
                 if n > 0 && g.stack.tcp_read_wants_output(self.h) {
                     if shared.sync_window_updates && wait_reply {
                         let asked = g.waits.slot(self.slot).map_or(0, |w| w.replies);
@@ -400,8 +442,15 @@ impl TcpStream {
         let mut call = Call::new(shared, self.deadline(&self.read_timeout), false, shared.app_run);
         let mut g = shared.lock();
         loop {
-            match self.try_read(g, buf, true) {
-                Attempt::Done(r) => return r,
+            match self.try_read(g, buf, true, &mut call.more) {
+                Attempt::Done(r) => {
+                    // A window update left for the next round goes out within `HANDOFF`
+                    // even if this thread calls no more (`watch`, "Window updates").
+                    if shared.watch_fd.is_some() && shared.requests.is_pending(self.slot) {
+                        shared.hand_off();
+                    }
+                    return r;
+                }
                 Attempt::Blocked(held) => {
                     if self.nonblocking.load(Ordering::Relaxed) {
                         return Err(io_error(Error::WouldBlock));

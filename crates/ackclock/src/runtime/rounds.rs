@@ -216,11 +216,24 @@ pub(super) struct Outcome {
 /// One round, in whichever thread runs it: the device and the round's buffers, boxed once
 /// when the runtime starts (so `Shared` is not generic over the device).
 pub(super) trait Rounds: Send {
-    fn round(&mut self, shared: &Shared) -> Outcome;
+    /// One round, or the part of one `part` says.
+    fn round(&mut self, shared: &Shared, part: Part) -> Outcome;
     /// What the last round left.
     fn last(&self) -> Outcome;
     /// The device, when the runtime has stopped.
     fn into_device(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
+/// Which part of a round to run. A round reads the device and processes the frames
+/// (input), then runs the timers and the output and transmits (output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    Whole,
+    /// Only the input (and the wake-ups it causes): the caller runs the output later,
+    /// after its own copy ([`Shared::watch_round`]).
+    Input,
+    /// Only the output, without reading the device ([`Shared::push_output`]).
+    Output,
 }
 
 /// The device and what a round needs besides the stack.
@@ -233,9 +246,11 @@ pub(super) struct Engine<D> {
 }
 
 impl<D: RuntimeDevice> Rounds for Engine<D> {
-    fn round(&mut self, shared: &Shared) -> Outcome {
+    fn round(&mut self, shared: &Shared, part: Part) -> Outcome {
         let now = shared.clock.now();
-        self.dev.receive(now, &mut self.rx);
+        if part != Part::Output {
+            self.dev.receive(now, &mut self.rx);
+        }
         let more_rx = self.rx.is_full();
         // Requests are marked done here, before any window is computed (see `wnd_update`).
         shared.requests.take(&mut self.taken);
@@ -261,7 +276,9 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
             if inner.closed {
                 inner.stack.reset_all();
             }
-            inner.stack.dispatch(now);
+            if part != Part::Input {
+                inner.stack.dispatch(now);
+            }
             if shared.lingering.load(Ordering::Relaxed) && super::stop::drained(&inner.stack) {
                 shared.drained.notify_all();
             }
@@ -272,7 +289,9 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
             inner.wake_changed(&shared.cvs, &shared.udp_cvs, &shared.accept_cv);
             (inner.stack.poll_at(), ring_full)
         };
-        self.dev.transmit(now, &mut self.tx);
+        if part != Part::Input {
+            self.dev.transmit(now, &mut self.tx);
+        }
         shared.rounds.fetch_add(1, Ordering::Relaxed);
         let next = match (next, self.dev.poll_at()) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -306,6 +325,12 @@ impl Shared {
     /// Run rounds in this thread until nobody wants one, unless another thread already runs
     /// them (it will see what this thread wanted). `false` if another thread runs them.
     pub(super) fn run_rounds(&self, app: bool) -> bool {
+        self.run_rounds_with(app, Part::Whole)
+    }
+
+    /// [`run_rounds`](Self::run_rounds), the first round only the `part` given (every
+    /// round, for [`Part::Input`]).
+    fn run_rounds_with(&self, app: bool, mut part: Part) -> bool {
         let word = &self.bell.word;
         if !word.begin() {
             return false;
@@ -319,12 +344,20 @@ impl Shared {
                     // The protocol thread has stopped: nothing runs rounds any more.
                     return true;
                 };
-                let o = engine.round(self);
+                let o = engine.round(self, part);
+                // An input run stays one while the device has more (its caller owes the
+                // output); the rest of any run is whole rounds.
+                if part == Part::Output {
+                    part = Part::Whole;
+                }
                 // A timer already due when the round ends (the stack asks to be polled
                 // again at once): one more round now, as the protocol thread did, a few
                 // times at most before leaving it to the protocol thread's timerfd.
+                // Not after an input round: its caller runs the output (the timers
+                // included, and the deadline's lowering) right after its copy.
                 let now = self.clock.now();
-                let due = o.next.is_some_and(|t| t <= now) && !o.blocked && again < 8;
+                let input = part == Part::Input;
+                let due = !input && o.next.is_some_and(|t| t <= now) && !o.blocked && again < 8;
                 again += 1;
                 if app {
                     self.app_rounds.fetch_add(1, Ordering::Relaxed);
@@ -336,7 +369,7 @@ impl Shared {
                     // protocol thread now (it waits for the device, not this thread).
                     if o.blocked {
                         self.bell.eventfd.wake();
-                    } else if let Some(next) = o.next.filter(|_| !o.more && !due) {
+                    } else if let Some(next) = o.next.filter(|_| !o.more && !due && !input) {
                         self.lower_deadline(next, now);
                     }
                 }
@@ -368,15 +401,27 @@ impl Shared {
         }
     }
 
-    /// The watcher (`watch`) was woken by frames on the device: run the round here. If
-    /// another thread is running rounds, it reads the device in its next one (wanted now):
-    /// wait for its current round to end instead of waking again and again on the frames
-    /// it is about to read (the descriptor stays readable until then).
-    pub(super) fn watch_round(&self) {
+    /// The output a watcher's call owes (`watch`, "Window updates"): a round's output
+    /// part, without reading the device (the frames there keep its descriptor readable
+    /// for the next watcher, whose round takes them all).
+    /// `false`: another thread runs rounds, and its next one (wanted now) does it.
+    pub(super) fn push_output(&self) -> bool {
         self.bell.word.want();
-        if !self.run_rounds(true) {
-            drop(super::lock(&self.engine));
+        self.run_rounds_with(true, Part::Output)
+    }
+
+    /// The watcher (`watch`) was woken by frames on the device: run the round's input here
+    /// and leave its output to the caller, after its copy (`true`). If another thread is
+    /// running rounds, it reads the device in its next one (wanted now): wait for its
+    /// current round to end instead of waking again and again on the frames it is about to
+    /// read (the descriptor stays readable until then), and owe nothing (`false`).
+    pub(super) fn watch_round(&self) -> bool {
+        self.bell.word.want();
+        if self.run_rounds_with(true, Part::Input) {
+            return true;
         }
+        drop(super::lock(&self.engine));
+        false
     }
 
     /// An application thread's blocking call over the pipe has started: until it

@@ -100,7 +100,7 @@ impl AsyncRead for TcpStream {
         // Zeroes the unfilled part once; ReadBuf remembers it is initialised after that.
         let dst = buf.initialize_unfilled();
         // Never the synchronous window-update reply: a task must not block its thread.
-        match inner.try_read(inner.shared().lock(), dst, false) {
+        match inner.try_read(inner.shared().lock(), dst, false, &mut false) {
             Attempt::Done(Ok(n)) => {
                 buf.advance(n);
                 Poll::Ready(Ok(()))

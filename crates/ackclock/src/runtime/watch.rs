@@ -29,6 +29,19 @@
 //! `HANDOFF` for a thread that left to do other work, and the protocol thread wakes at most
 //! once per `HANDOFF` while watchers come and go.
 //!
+//! **Window updates.** A watcher's round runs the input half only (read the device,
+//! process, wake the waiters), and its call owes the output half: the thread copies its
+//! data first, and then sends. So, as in the single-thread loop, the ACK of the data it read
+//! goes out after the copy that verified its checksum (no separate pass over the payload:
+//! an ACK must not cover unverified data, Jacobson 1993's checksum in the copy), and carries
+//! the window the copy opened: one segment where there were two. A read that frees receive
+//! space posts its socket's window-update request (DragonFly BSD commit 96c6eb29) and runs
+//! no round for it: the owed output half takes it, or the next round. No thread sleeps on a
+//! pending request or an owed output (it sends them first), and a call that ends with its
+//! socket's request pending hands off as above, so the protocol thread takes it within
+//! [`HANDOFF`] if the thread calls no more; the protocol thread looks at the request queue
+//! after publishing its deadline (a loom model, `deadline_model`, checks both orders).
+//!
 //! **The race this must not lose** (a loom model below): a departing thread clears its
 //! part (the role, its presence) and then reads the others' and the protocol thread's
 //! deadline; the protocol thread publishes its deadline and then reads the role and the
@@ -186,33 +199,57 @@ pub(crate) struct Watcher {
     pub waker: std::task::Waker,
 }
 
-struct WakeFd(super::sys::EventFd);
+/// A watcher's eventfd as a waker. A thread never signals its own: it wakes another
+/// thread's socket from inside a round it runs, and a thread that runs a round is awake and
+/// looks at its own call again (under the stack's lock, before it sleeps) when the round
+/// ends. Signalling itself would cost a write now, and later a ppoll that returns at once
+/// and a read, for nothing.
+struct WakeFd {
+    fd: super::sys::EventFd,
+    /// The [`Watcher::id`] of the thread that sleeps on it.
+    owner: u64,
+}
+
+std::thread_local! {
+    /// The calling thread's [`Watcher::id`], once it has a watcher.
+    static CURRENT: core::cell::Cell<u64> = const { core::cell::Cell::new(NOBODY) };
+}
+
+impl WakeFd {
+    fn wake(&self) {
+        if CURRENT.with(|c| c.get()) != self.owner {
+            crate::phy::Wakeup::wake(&self.fd);
+        }
+    }
+}
 
 impl std::task::Wake for WakeFd {
     fn wake(self: std::sync::Arc<Self>) {
-        crate::phy::Wakeup::wake(&self.0);
+        WakeFd::wake(&self);
     }
     fn wake_by_ref(self: &std::sync::Arc<Self>) {
-        crate::phy::Wakeup::wake(&self.0);
+        WakeFd::wake(self);
     }
 }
 
 impl Watcher {
     fn new() -> Option<Watcher> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(NOBODY + 1);
-        let efd = std::sync::Arc::new(WakeFd(super::sys::EventFd::new().ok()?));
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let efd = std::sync::Arc::new(WakeFd { fd: super::sys::EventFd::new().ok()?, owner: id });
         let waker = std::task::Waker::from(efd.clone());
-        Some(Watcher { id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed), efd, waker })
+        CURRENT.with(|c| c.set(id));
+        Some(Watcher { id, efd, waker })
     }
 
     /// The eventfd's descriptor.
     pub fn fd(&self) -> std::os::fd::RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&self.efd.0)
+        std::os::fd::AsRawFd::as_raw_fd(&self.efd.fd)
     }
 
     /// Consume the signals so far.
     pub fn drain(&self) {
-        self.efd.0.drain();
+        self.efd.fd.drain();
     }
 
     /// Run `f` with the calling thread's watcher (`None` if its eventfd could not be made;

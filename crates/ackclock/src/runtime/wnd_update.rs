@@ -72,6 +72,17 @@ impl Requests {
         }
     }
 
+    /// Whether a request of `idx` is pending.
+    pub(crate) fn is_pending(&self, idx: u32) -> bool {
+        self.pending.get(idx as usize).is_some_and(|f| f.load(Ordering::Acquire))
+    }
+
+    /// Whether any request is queued (under the queue's lock, so that a post after it
+    /// sees what the caller did before).
+    pub(crate) fn queued(&self) -> bool {
+        !self.queue.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
     /// One queued request, still pending (the model test's swapped order uses this with
     /// [`done`](Self::done) after the window is computed; the runtime uses [`take`](Self::take)).
     #[cfg_attr(not(all(loom, test)), allow(dead_code))]

@@ -47,6 +47,7 @@ pub(crate) fn payload_checks(header_sum: u16, payload: &[u8]) -> bool {
 /// bytes were never acknowledged.
 pub(crate) fn verify_pending(env: &mut Env, tcb: &mut Tcb) {
     while tcb.rcv_unverified > 0 {
+        env.counters.csum_verified_early += 1;
         let idx = tcb.rcvq.len() - tcb.rcv_unverified;
         let good = {
             let s = &tcb.rcvq[idx];
