@@ -12,6 +12,7 @@
 //! answer whose body arrived whole.
 
 use crate::link::{install_signals, stopping, Link, LinkArgs};
+use ackclock::tcp::TcpInfo;
 use ackclock::{Error, Stack, TcpHandle};
 use clap::Args;
 use core::net::Ipv4Addr;
@@ -37,10 +38,14 @@ pub struct FetchArgs {
     /// Print the result as JSON on stdout (not with `--output -`).
     #[arg(long)]
     json: bool,
+    /// Run the client as blocking code on the library's threaded runtime instead of
+    /// fetch's own loop (for measuring one against the other: `scripts/bench-fetch`).
+    #[arg(long, hide = true)]
+    runtime: bool,
 }
 
 /// Longest response head accepted.
-const HEAD_LIMIT: usize = 16 * 1024;
+pub(crate) const HEAD_LIMIT: usize = 16 * 1024;
 
 pub fn run(args: FetchArgs) -> ExitCode {
     match fetch(args) {
@@ -66,7 +71,7 @@ fn parse_url(url: &str) -> Result<(Ipv4Addr, u16, String), String> {
 }
 
 /// The status code and `Content-Length` of a response head (without the blank line).
-fn parse_head(head: &[u8]) -> Result<(u16, Option<u64>), String> {
+pub(crate) fn parse_head(head: &[u8]) -> Result<(u16, Option<u64>), String> {
     let head = std::str::from_utf8(head).map_err(|_| "response head is not UTF-8".to_string())?;
     let mut lines = head.split("\r\n");
     let status = lines.next().unwrap_or("");
@@ -183,15 +188,51 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
         ))),
     };
     let mut link = Link::open(&args.link)?;
-    let mut stack = link.stack(me, false, None)?;
+    let stack = link.stack(me, false, None)?;
     let host = if port == 80 { addr.to_string() } else { format!("{addr}:{port}") };
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: ackclock\r\nAccept: */*\r\nConnection: close\r\n\r\n"
     );
-    let handle = stack.tcp_connect(SocketAddrV4::new(addr, port)).map_err(|e| format!("connect {addr}:{port}: {e}"))?;
+    let to = SocketAddrV4::new(addr, port);
+    let timeout = std::time::Duration::from_secs(args.timeout);
+    let (link, got) = if args.runtime {
+        crate::fetch_rt::fetch(link, stack, to, request.as_bytes(), out, timeout)?
+    } else {
+        let got = fetch_loop(&mut link, stack, to, request.into_bytes(), out, timeout)?;
+        (link, got)
+    };
+    report(&args, link, got)
+}
+
+/// How a GET ended, from either client.
+pub(crate) struct Got {
+    pub result: Result<(), String>,
+    pub status: Option<u16>,
+    pub length: Option<u64>,
+    pub body: u64,
+    pub elapsed: std::time::Duration,
+    /// When the connection was established, from the start.
+    pub connected: Option<std::time::Duration>,
+    pub info: Option<TcpInfo>,
+    /// The runtime's counters (`--runtime`).
+    pub runtime: Option<serde_json::Value>,
+}
+
+/// The GET on fetch's own loop: receive, client step, transmit, sleep on the device until
+/// a frame or the next timer (the impairment's included); then close, and run the stack a
+/// little longer so that the FIN (and the last ACK) go out.
+fn fetch_loop(
+    link: &mut Link,
+    mut stack: Stack,
+    to: SocketAddrV4,
+    request: Vec<u8>,
+    out: Option<Box<dyn Write>>,
+    timeout: std::time::Duration,
+) -> Result<Got, String> {
+    let handle = stack.tcp_connect(to).map_err(|e| format!("connect {to}: {e}"))?;
     let mut client = Client {
         handle,
-        request: request.into_bytes(),
+        request,
         sent: 0,
         head: Vec::new(),
         status: None,
@@ -202,7 +243,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
         buf: vec![0; 256 * 1024],
     };
     let start = std::time::Instant::now();
-    let deadline = start + std::time::Duration::from_secs(args.timeout);
+    let deadline = start + timeout;
     let mut result = None;
     let mut established_at = None;
     while !stopping() {
@@ -221,7 +262,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
         stack.transmit(now, &mut link.dev);
         link.report_errors("ackclock fetch");
         if std::time::Instant::now() >= deadline {
-            result = Some(Err(format!("timed out after {} s", args.timeout)));
+            result = Some(Err(format!("timed out after {} s", timeout.as_secs())));
             break;
         }
         if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
@@ -255,16 +296,29 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
         }
         let _ = link.device().wait(Some(link.timeout(&stack).min(std::time::Duration::from_millis(20))));
     }
+    Ok(Got {
+        result,
+        status: client.status,
+        length: client.length,
+        body: client.body,
+        elapsed,
+        connected: established_at,
+        info,
+        runtime: None,
+    })
+}
 
+/// Print what the GET did (stderr, and JSON on stdout with `--json`); flush the capture.
+fn report(args: &FetchArgs, link: Link, got: Got) -> Result<bool, String> {
+    let Got { result, status, length, body, elapsed, connected, info, runtime } = got;
     let secs = elapsed.as_secs_f64();
-    let mbps = client.body as f64 * 8.0 / secs.max(1e-9) / 1e6;
-    let status = client.status.map_or("-".to_string(), |s| s.to_string());
+    let mbps = body as f64 * 8.0 / secs.max(1e-9) / 1e6;
+    let status_text = status.map_or("-".to_string(), |s| s.to_string());
     let retransmits = info.map_or(0, |i| i.stats.retransmits);
-    let ok = result.is_ok() && client.status.is_some_and(|s| (200..300).contains(&s));
+    let ok = result.is_ok() && status.is_some_and(|s| (200..300).contains(&s));
     eprintln!(
-        "ackclock fetch: GET {}: status {status}, {} body bytes in {secs:.3} s ({mbps:.1} Mbit/s), {retransmits} retransmits{}; {}",
+        "ackclock fetch: GET {}: status {status_text}, {body} body bytes in {secs:.3} s ({mbps:.1} Mbit/s), {retransmits} retransmits{}; {}",
         args.url,
-        client.body,
         result.as_ref().err().map_or(String::new(), |e| format!("; error: {e}")),
         link.summary()
     );
@@ -275,19 +329,22 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
                 "sack": i.sack, "timestamps": i.timestamps,
             })
         });
-        let out = serde_json::json!({
+        let mut out = serde_json::json!({
             "url": args.url,
-            "status": client.status,
-            "content_length": client.length,
-            "bytes": client.body,
+            "status": status,
+            "content_length": length,
+            "bytes": body,
             "complete": result.is_ok(),
             "error": result.as_ref().err(),
             "secs": secs,
-            "connect_secs": established_at.map(|d| d.as_secs_f64()),
+            "connect_secs": connected.map(|d| d.as_secs_f64()),
             "retransmits": retransmits,
             "rtos": info.map_or(0, |i| i.stats.rtos),
             "options": opts,
         });
+        if let Some(rt) = runtime {
+            out["runtime"] = rt;
+        }
         println!("{out}");
     }
     link.finish()?;

@@ -171,6 +171,21 @@ both_modes!(fetch_10mb_nft_loss, |mode| {
     download(mode, &[], true);
 });
 
+// The same GET as blocking code on the library's threaded runtime (`fetch --runtime`):
+// byte-exact, also under nftables loss and under the impairment's delay, loss and
+// reordering both ways.
+both_modes!(fetch_10mb_on_the_runtime, |mode| {
+    if skip(&["python3", "timeout", "nft"]) {
+        return;
+    }
+    let f = download(mode, &["--runtime"], false);
+    assert!(f.json.contains("\"runtime\":{"), "{}", f.json);
+    assert!(json_u64(&f.json, "watches").is_some_and(|w| w > 0), "the reader watched the device: {}", f.json);
+    download(mode, &["--runtime"], true);
+    let spec = format!("{IMPAIR},seed=12");
+    download(mode, &["--runtime", "--impair", &spec], false);
+});
+
 /// Routing through a default gateway (`--gateway`): the file is served from 10.88.0.1, an
 /// address on the namespace's loopback and off the TAP's 10.77.0.0/24, so the stack must send
 /// to the gateway's MAC (Linux's side of the TAP, 10.77.0.1), which delivers it locally and
