@@ -60,7 +60,7 @@ use super::recovery;
 use super::seq::SeqNumber;
 use super::tcb::{Tcb, TxSeg};
 use super::{DropReason, Io, Tcp};
-use crate::buf::PBuf;
+use crate::buf::{FreeChain, PBuf};
 use crate::iface::TcpIngress;
 use crate::stats::Counters;
 use crate::time::Instant;
@@ -592,7 +592,15 @@ fn release_counted(tcb: &mut Tcb, ack: SeqNumber) {
     match k {
         0 => {}
         1 => drop(tcb.sndq.pop_front()),
-        _ => drop(tcb.sndq.drain(..k)),
+        _ => {
+            // Back to the pool in one compare-and-swap, as the chain drops at the end.
+            let mut freed = FreeChain::new();
+            for _ in 0..k {
+                if let Some(s) = tcb.sndq.pop_front() {
+                    freed.put(s.buf);
+                }
+            }
+        }
     }
     tcb.snd_queued -= freed;
     tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(k);
