@@ -1,7 +1,7 @@
 //! Receive aggregation (LRO), after the Myri10GE `inet_lro` patch (Gallatin 2008): over each
 //! received batch, in-order data segments of one connection are processed as one aggregate,
 //! and consecutive pure ACKs of one connection are merged into the newest, each merged ACK's
-//! buffer going back to the pool as it arrives.
+//! buffer given up as it arrives.
 //!
 //! # Aggregation is header prediction
 //!
@@ -18,7 +18,12 @@
 //! the per-segment work that can wait runs once per aggregate at the flush: TS.Recent, the
 //! ACK rule and the delayed-ACK timer, the output and event lists, and for pure ACKs all of
 //! it (release, RTT sample, window growth, retransmission timer). No frame is held: a merged
-//! ACK's buffer is freed as it arrives, and only its numbers are kept.
+//! ACK's buffer is given up as it arrives, and only its numbers are kept. The buffers go back
+//! to the pool together, in one compare-and-swap ([`FreeChain`]): a batch's finished frames
+//! at the end of the batch (or before a frame takes another path, which may allocate; at
+//! most a batch of frames, which the device took from the pool before the batch began, so
+//! the pool never stands lower than when the batch was filled), and the segments a merged
+//! ACK acknowledged at its flush.
 //!
 //! [`Lro`] is the table of aggregates in progress: at most [`FLOWS`] connections, each at
 //! most [`MAX_SEGS`] segments (Linux GRO and gVisor hold about as many). Every aggregate is
@@ -76,7 +81,7 @@ pub const MAX_SEGS: usize = 16;
 /// connection are processed as one: each goes into the receive queue, and the ACK rule (an
 /// aggregate of two or more is ACKed at once, as Linux ACKs a GRO segment), TS.Recent and the
 /// timers run once. Consecutive advancing pure ACKs of a connection merge into the newest:
-/// the buffers are freed as they arrive, and the release, RTT sample and timer run once,
+/// the buffers are given up as they arrive, and the release, RTT sample and timer run once,
 /// while congestion control hears every original ACK (RFC 3465). Nothing waits past the
 /// batch it arrived in. Both on by default ([`StackConfig::aggregation`](crate::StackConfig)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
