@@ -62,26 +62,31 @@ impl FreeChain {
         let i = buf.index;
         // As `PBuf::drop`: Release so our reads of the bytes happen before the next owner's
         // writes, and an Acquire fence for the last handle.
-        if pool.refcnt[i as usize].fetch_sub(1, Ordering::Release) == 1 {
-            fence(Ordering::Acquire);
-            self.link(pool, i);
+        if pool.refcnt[i as usize].fetch_sub(1, Ordering::Release) != 1 {
+            return;
         }
-    }
-
-    /// Chain free buffer `i` of `pool`; a chain that was empty, or held another pool's
-    /// buffers (flushed first), keeps `pool`'s reference.
-    #[inline]
-    fn link(&mut self, pool: Arc<PoolInner>, i: u32) {
-        match &self.pool {
-            Some(p) if Arc::ptr_eq(p, &pool) => pool.link(i, self.first),
-            _ => {
-                self.flush();
-                self.pool = Some(pool);
-                self.last = i;
+        fence(Ordering::Acquire);
+        if let Some(p) = &self.pool {
+            if Arc::ptr_eq(p, &pool) {
+                pool.link(i, self.first);
+                self.first = i;
+                self.n += 1;
+                return;
             }
         }
+        self.begin(pool, i);
+    }
+
+    /// Begin a new chain with free buffer `i` of `pool`, after flushing the chain of another
+    /// pool if there was one: the chain keeps `pool`'s reference. Out of line, so that
+    /// `put` needs no registers saved on its common path.
+    #[inline(never)]
+    fn begin(&mut self, pool: Arc<PoolInner>, i: u32) {
+        self.flush();
+        self.pool = Some(pool);
         self.first = i;
-        self.n += 1;
+        self.last = i;
+        self.n = 1;
     }
 
     /// Put the chained buffers back on their pool's free list (one compare-and-swap) and
