@@ -16,7 +16,7 @@
 //! and the ACK that follows covers them. If `transmit` runs first, it verifies them itself
 //! (a sum-only pass) before acknowledging.
 
-use crate::buf::{PBuf, Pool, PoolConfig, PoolConfigError};
+use crate::buf::{FreeChain, PBuf, Pool, PoolConfig, PoolConfigError};
 use crate::iface::COMMON_TCP_OFFSET_TAGGED;
 use crate::iface::{Ingress, Interface, InterfaceConfig, TcpIngress, COMMON_TCP_OFFSET, COMMON_TCP_OFFSET_IP};
 use crate::phy::{Batch, Capabilities, Device};
@@ -89,6 +89,11 @@ pub struct Stack {
     rx: Batch,
     /// Receive aggregation over each batch.
     lro: Lro,
+    /// Frames of the batch in progress that the fast path is done with (pure ACKs, merged
+    /// or not): back to their pool in one step at the end of the batch, or before a frame
+    /// takes any other path (which may allocate). At most a batch's frames, which came out
+    /// of the pool before the batch began.
+    done: FreeChain,
     /// The latest `now` a caller passed in (for socket calls, which take no time).
     pub(crate) now: Instant,
     announced: bool,
@@ -124,6 +129,7 @@ impl Stack {
             tx: Batch::with_capacity(config.batch.max(1)),
             rx: Batch::with_capacity(config.batch.max(1)),
             lro: Lro::new(config.aggregation),
+            done: FreeChain::new(),
             now,
             announced: false,
         })
@@ -308,6 +314,7 @@ impl Stack {
             }
         }
         self.flush_all(Flush::Batch);
+        self.done.flush();
     }
 
     /// One frame of a batch with aggregation on: header prediction and aggregation
@@ -326,12 +333,16 @@ impl Stack {
                 }
             }
             self.flush_all(Flush::Other);
+            self.done.flush();
             return self.process_frame(frame);
         };
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         match self.tcp.fast_batch(&mut self.lro, self.now, ing, OFFSET, &frame, io) {
-            Fast::Slow => self.tcp_slow::<OFFSET>(ing, frame),
-            Fast::Done => {}
+            Fast::Slow => {
+                self.done.flush();
+                self.tcp_slow::<OFFSET>(ing, frame)
+            }
+            Fast::Done => self.done.put(frame),
             Fast::Queue(q) => {
                 if let Some(rq) = self.tcp.rcvq(q.idx) {
                     rq.push_frame(q.seq, frame, q.off, q.len, q.unverified);
@@ -348,8 +359,11 @@ impl Stack {
     fn offer_common<const OFFSET: usize>(&mut self, ing: TcpIngress, frame: PBuf) {
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         match self.tcp.fast_batch(&mut self.lro, self.now, ing, OFFSET, &frame, io) {
-            Fast::Slow => self.tcp_slow::<OFFSET>(ing, frame),
-            Fast::Done => {}
+            Fast::Slow => {
+                self.done.flush();
+                self.tcp_slow::<OFFSET>(ing, frame)
+            }
+            Fast::Done => self.done.put(frame),
             Fast::Queue(q) => {
                 if let Some(rq) = self.tcp.rcvq(q.idx) {
                     rq.push_frame(q.seq, frame, q.off, q.len, q.unverified);

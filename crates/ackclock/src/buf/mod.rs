@@ -13,12 +13,15 @@
 //!   While a buffer is shared, writes fail with [`BufError::Shared`]; views and metadata
 //!   stay per handle, so the receiver of a frame can trim its view of a buffer its sender
 //!   still holds.
-//! - Dropping the last handle returns the buffer to its pool. Handles are not `Clone` and
-//!   release only on drop, so double release and use after release cannot be written in
-//!   safe code.
+//! - Dropping the last handle returns the buffer to its pool; handing it to a [`FreeChain`]
+//!   returns it together with others, in one step. Handles are not `Clone` and release
+//!   only when consumed (dropped, or moved into the chain), so double release and use after
+//!   release cannot be written in safe code.
 
+mod chain;
 mod pool;
 
+pub use chain::FreeChain;
 pub use pool::{
     small_class_config, Pool, PoolConfig, PoolConfigError, PoolExhausted, DEFAULT_BUFFER_SIZE, DEFAULT_HEADROOM,
     SMALL_CLASS_ABOVE,

@@ -19,8 +19,8 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// End of the free list.
-const NIL: u32 = u32::MAX;
+/// End of the free list; also the index of a handle whose buffer went into a [`FreeChain`](super::FreeChain).
+pub(super) const NIL: u32 = u32::MAX;
 
 /// Buffers start on cache-line boundaries.
 const ALIGN: usize = 64;
@@ -345,17 +345,32 @@ impl PoolInner {
 
     #[inline]
     pub(super) fn push(&self, index: u32) {
-        self.free.fetch_add(1, Ordering::Relaxed);
+        self.push_chain(index, index, 1);
+    }
+
+    /// Treiber-stack push of `n` buffers at once: `first`, linked through `next` to `last`
+    /// (links the caller wrote with [`link`](Self::link)), in one compare-and-swap. No
+    /// other thread can see the chain's links before the swap publishes them.
+    #[inline]
+    pub(super) fn push_chain(&self, first: u32, last: u32, n: u32) {
+        self.free.fetch_add(n, Ordering::Relaxed);
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            self.next[index as usize].store(head as u32, Ordering::Relaxed);
-            let new = (((head >> 32) + 1) << 32) | index as u64;
-            // Release: whatever was written into the buffer happens-before its next owner.
+            self.next[last as usize].store(head as u32, Ordering::Relaxed);
+            let new = (((head >> 32) + 1) << 32) | first as u64;
+            // Release: whatever was written into the buffers, and the chain's links, happen
+            // before their next owner's reads.
             match self.head.compare_exchange_weak(head, new, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(h) => head = h,
             }
         }
+    }
+
+    /// Link free buffer `index` in front of `next` in a chain not yet on the free list.
+    #[inline]
+    pub(super) fn link(&self, index: u32, next: u32) {
+        self.next[index as usize].store(next, Ordering::Relaxed);
     }
 
     /// Start of buffer `index`.

@@ -1,7 +1,7 @@
 //! Receive aggregation (LRO), after the Myri10GE `inet_lro` patch (Gallatin 2008): over each
 //! received batch, in-order data segments of one connection are processed as one aggregate,
 //! and consecutive pure ACKs of one connection are merged into the newest, each merged ACK's
-//! buffer going back to the pool as it arrives.
+//! buffer given up as it arrives.
 //!
 //! # Aggregation is header prediction
 //!
@@ -18,7 +18,12 @@
 //! the per-segment work that can wait runs once per aggregate at the flush: TS.Recent, the
 //! ACK rule and the delayed-ACK timer, the output and event lists, and for pure ACKs all of
 //! it (release, RTT sample, window growth, retransmission timer). No frame is held: a merged
-//! ACK's buffer is freed as it arrives, and only its numbers are kept.
+//! ACK's buffer is given up as it arrives, and only its numbers are kept. The buffers go back
+//! to the pool together, in one compare-and-swap ([`FreeChain`]): a batch's finished frames
+//! at the end of the batch (or before a frame takes another path, which may allocate; at
+//! most a batch of frames, which the device took from the pool before the batch began, so
+//! the pool never stands lower than when the batch was filled), and the segments a merged
+//! ACK acknowledged at its flush.
 //!
 //! [`Lro`] is the table of aggregates in progress: at most [`FLOWS`] connections, each at
 //! most [`MAX_SEGS`] segments (Linux GRO and gVisor hold about as many). Every aggregate is
@@ -39,8 +44,8 @@
 //! replaces are kept, so congestion control hears every one (RFC 3465 byte counting with
 //! L = 2 SMSS per original ACK), all in one call (`CongestionControl::on_acks`, as Linux's
 //! `tcp_cong_avoid` hears the segments an ACK covered at once), and the RTT is sampled once,
-//! from the newest timestamp. The segments they acknowledged leave the send queue in one
-//! operation. A duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor
+//! from the newest timestamp. The segments they acknowledged leave the send queue together,
+//! their buffers back to the pool in one compare-and-swap. A duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor
 //! does an ACK with SACK blocks or a window change, which prediction does not take.
 //! Prediction is off while a recovery or duplicate ACKs are under way, so a merged ACK never
 //! meets either.
@@ -58,9 +63,11 @@ use super::input::{quick_ack_on_data, ts_older};
 use super::input::{Fast, Predicted, Queue, SMALL_SEGMENT};
 use super::recovery;
 use super::seq::SeqNumber;
-use super::tcb::{Tcb, TxSeg};
+use super::tcb::Tcb;
+#[cfg(test)]
+use super::tcb::TxSeg;
 use super::{DropReason, Io, Tcp};
-use crate::buf::PBuf;
+use crate::buf::{FreeChain, PBuf};
 use crate::iface::TcpIngress;
 use crate::stats::Counters;
 use crate::time::Instant;
@@ -76,7 +83,7 @@ pub const MAX_SEGS: usize = 16;
 /// connection are processed as one: each goes into the receive queue, and the ACK rule (an
 /// aggregate of two or more is ACKed at once, as Linux ACKs a GRO segment), TS.Recent and the
 /// timers run once. Consecutive advancing pure ACKs of a connection merge into the newest:
-/// the buffers are freed as they arrive, and the release, RTT sample and timer run once,
+/// the buffers are given up as they arrive, and the release, RTT sample and timer run once,
 /// while congestion control hears every original ACK (RFC 3465). Nothing waits past the
 /// batch it arrived in. Both on by default ([`StackConfig::aggregation`](crate::StackConfig)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -569,51 +576,24 @@ fn merged_ack(
     }
 }
 
-/// The segments `ack` acknowledges whole leave the send queue: counted (with their bytes) in
-/// one pass, then taken off in one operation, which returns their pbufs to the pool: what
-/// `ack_release` does one segment at a time, for the many segments of a merged ACK.
+/// The segments `ack` acknowledges whole leave the send queue, their pbufs back to the pool
+/// together, in one compare-and-swap ([`FreeChain`]): what `ack_release` does one segment
+/// and one compare-and-swap at a time, for the many segments of a merged ACK.
 #[inline(always)]
 fn release_counted(tcb: &mut Tcb, ack: SeqNumber) {
-    let (front, back) = tcb.sndq.as_slices();
-    let (mut k, mut freed, mut rexmitted) = acknowledged(front, ack);
-    if k == front.len() {
-        let (k2, freed2, rexmitted2) = acknowledged(back, ack);
-        (k, freed, rexmitted) = (k + k2, freed + freed2, rexmitted | rexmitted2);
-    }
-    if rexmitted {
-        for i in 0..k {
-            let s = &tcb.sndq[i];
-            if s.sent > 1 {
-                let (seq, end) = (s.seq, s.end());
-                recovery::note_rxt_acked(tcb, seq, end);
-            }
-        }
-    }
-    match k {
-        0 => {}
-        1 => drop(tcb.sndq.pop_front()),
-        _ => drop(tcb.sndq.drain(..k)),
-    }
-    tcb.snd_queued -= freed;
-    tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(k);
-}
-
-/// How many segments at the front of `segs` `ack` acknowledges whole, their bytes, and
-/// whether any of them was retransmitted.
-#[inline(always)]
-fn acknowledged(segs: &[TxSeg], ack: SeqNumber) -> (usize, usize, bool) {
-    let (mut k, mut freed, mut rexmitted) = (0, 0, false);
-    for s in segs {
-        if s.end() > ack {
-            break;
-        }
+    let mut chain = FreeChain::new();
+    let (mut k, mut freed) = (0, 0);
+    while tcb.sndq.front().is_some_and(|s| s.end() <= ack) {
+        let Some(s) = tcb.sndq.pop_front() else { break };
         k += 1;
         freed += s.len() as usize;
         if s.sent > 1 {
-            rexmitted = true;
+            recovery::note_rxt_acked(tcb, s.seq, s.end());
         }
+        chain.put(s.buf);
     }
-    (k, freed, rexmitted)
+    tcb.snd_queued -= freed;
+    tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(k);
 }
 
 #[cfg(test)]
@@ -657,7 +637,7 @@ mod tests {
     }
 
     proptest! {
-        /// The merged ACK's release (counted, then one drain) leaves the send queue, its
+        /// The merged ACK's release (its buffers back in one chain) leaves the send queue, its
         /// byte count, `snd_nxt_idx`, the record of acknowledged retransmissions (for
         /// D-SACK) and the pool exactly as the one-at-a-time release does.
         #[test]

@@ -8,7 +8,7 @@ use super::output;
 use super::tcb::{self, ConnError};
 use super::SocketOptions;
 use super::{trace, DropReason, FourTuple, Io, Listener, State, Tcp, TcpInfo};
-use crate::buf::{PBuf, Pool};
+use crate::buf::{FreeChain, PBuf, Pool};
 use crate::time::Instant;
 use crate::wire::checksum;
 use core::net::Ipv4Addr;
@@ -332,6 +332,9 @@ impl Tcp {
         };
         let mut env = env!(self, now, pool, iface, tx);
         let mut copied = 0;
+        // The segments read whole go back to the pool together when the read ends (nothing
+        // here allocates meanwhile, and they were held in the queue until now).
+        let mut read = FreeChain::new();
         while let Some(front) = tcb.rcvq.front() {
             let len = front.buf.len();
             let unverified = front.unverified.map(|u| u.header_sum);
@@ -351,7 +354,9 @@ impl Tcp {
             copied += n;
             tcb.rcv_queued -= n;
             if n == len {
-                tcb.rcvq.pop_front();
+                if let Some(s) = tcb.rcvq.pop_front() {
+                    read.put(s.buf);
+                }
             } else {
                 if let Some(front) = tcb.rcvq.front_mut() {
                     let _ = front.buf.trim_front(n);
