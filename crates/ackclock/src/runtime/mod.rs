@@ -672,12 +672,28 @@ impl Shared {
         }
     }
 
-    fn wake_all(&self) {
-        for cv in self.cvs.iter().chain(self.udp_cvs.iter()) {
-            cv.read.notify_all();
-            cv.write.notify_all();
+    /// Shutdown: wake every thread blocked on a condition variable (`inner` is the locked
+    /// stack: a thread registers and blocks under that lock). Only the slots a thread
+    /// registered on are notified: each notification is a futex system call even with
+    /// nobody waiting, and a runtime has a slot per possible connection. A reader waiting
+    /// for a synchronous window-update reply does not register, so in that (benchmark)
+    /// mode every slot's readers are notified.
+    fn wake_all(&self, inner: &mut Inner) {
+        inner.waits.each_thread(|slot, read, write| notify(&self.cvs[slot], read, write));
+        inner.udp_waits.each_thread(|slot, read, write| notify(&self.udp_cvs[slot], read, write));
+        if self.sync_window_updates {
+            self.cvs.iter().for_each(|cv| cv.read.notify_all());
         }
         self.accept_cv.notify_all();
+    }
+}
+
+fn notify(cv: &SlotCv, read: bool, write: bool) {
+    if read {
+        cv.read.notify_all();
+    }
+    if write {
+        cv.write.notify_all();
     }
 }
 

@@ -24,7 +24,7 @@ impl Runtime {
             let mut g = self.shared.lock();
             g.closed = true;
             g.wake_all_tasks();
-            self.shared.wake_all();
+            self.shared.wake_all(&mut g);
         }
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.bell.eventfd.wake();
@@ -32,7 +32,7 @@ impl Runtime {
         // Anyone who slipped in before `closed` was seen is woken again.
         let mut g = self.shared.lock();
         g.wake_all_tasks();
-        self.shared.wake_all();
+        self.shared.wake_all(&mut g);
     }
 
     /// Stop gracefully: wait up to `linger` for every connection to finish closing (a

@@ -199,6 +199,16 @@ impl<H: Copy> Waiters<H> {
         }
     }
 
+    /// Each slot a blocked thread registered on: `f(slot, reader, writer)`.
+    pub fn each_thread(&self, mut f: impl FnMut(usize, bool, bool)) {
+        for &slot in &self.waiting {
+            let w = &self.waits[slot as usize];
+            if w.read_thread || w.write_thread {
+                f(slot as usize, w.read_thread, w.write_thread);
+            }
+        }
+    }
+
     /// Shutdown: wake every task that waits (blocked threads are woken by the caller).
     pub fn wake_all_tasks(&mut self) {
         for w in self.waits.iter_mut() {
