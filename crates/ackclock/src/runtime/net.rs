@@ -174,8 +174,7 @@ fn wait_watching<'a>(
     let fds = if watcher { &fds[..] } else { &fds[..1] };
     // A socket's window update, or the output of this thread's last round, waited for
     // this thread (`watch`, "Window updates"): no thread sleeps on it. Send it, and try the
-    // call again.
-    // If another thread runs rounds, its next one does it: sleep as usual.
+    // call again (if another thread runs rounds, its next one sends it: sleep as usual).
     let owed = (owes(shared) || shared.requests.is_pending(slot)) && pay(shared);
     let ready = match if owed { Ok(0) } else { sys::wait(fds, false, left) } {
         Ok(ready) => ready,
@@ -445,8 +444,9 @@ impl TcpStream {
             match self.try_read(g, buf, true, &mut call.more) {
                 Attempt::Done(r) => {
                     // A window update left for the next round goes out within `HANDOFF`
-                    // even if this thread calls no more (`watch`, "Window updates").
-                    if shared.watch_fd.is_some() && shared.requests.is_pending(self.slot) {
+                    // even if this thread calls no more (`watch`, "Window updates"); an
+                    // output this thread owes takes it when the call ends (`Call::drop`).
+                    if shared.watch_fd.is_some() && !owes(shared) && shared.requests.is_pending(self.slot) {
                         shared.hand_off();
                     }
                     return r;
