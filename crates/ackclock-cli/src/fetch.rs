@@ -45,7 +45,7 @@ pub struct FetchArgs {
 }
 
 /// Longest response head accepted.
-pub(crate) const HEAD_LIMIT: usize = 16 * 1024;
+const HEAD_LIMIT: usize = 16 * 1024;
 
 pub fn run(args: FetchArgs) -> ExitCode {
     match fetch(args) {
@@ -71,7 +71,7 @@ fn parse_url(url: &str) -> Result<(Ipv4Addr, u16, String), String> {
 }
 
 /// The status code and `Content-Length` of a response head (without the blank line).
-pub(crate) fn parse_head(head: &[u8]) -> Result<(u16, Option<u64>), String> {
+fn parse_head(head: &[u8]) -> Result<(u16, Option<u64>), String> {
     let head = std::str::from_utf8(head).map_err(|_| "response head is not UTF-8".to_string())?;
     let mut lines = head.split("\r\n");
     let status = lines.next().unwrap_or("");
@@ -94,17 +94,79 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<(u16, Option<u64>), String> {
     Ok((code, length))
 }
 
-/// The GET in progress.
+/// The response as it arrives, to either client: the head until its blank line, then the
+/// body, to `out` (or counted and dropped).
+pub(crate) struct Response {
+    head: Vec<u8>,
+    pub status: Option<u16>,
+    pub length: Option<u64>,
+    pub body: u64,
+    out: Option<Box<dyn Write>>,
+}
+
+impl Response {
+    pub fn new(out: Option<Box<dyn Write>>) -> Response {
+        Response { head: Vec::new(), status: None, length: None, body: 0, out }
+    }
+
+    /// Whether the body announced by `Content-Length` has arrived whole.
+    pub fn complete(&self) -> bool {
+        self.status.is_some() && self.length.is_some_and(|l| self.body >= l)
+    }
+
+    /// Bytes just read.
+    pub fn feed(&mut self, data: &[u8]) -> Result<(), String> {
+        let rest;
+        let mut data = data;
+        if self.status.is_none() {
+            self.head.extend_from_slice(data);
+            let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                if self.head.len() > HEAD_LIMIT {
+                    return Err("response head too long".into());
+                }
+                return Ok(());
+            };
+            let (code, length) = parse_head(&self.head[..end])?;
+            self.status = Some(code);
+            self.length = length;
+            rest = self.head.split_off(end + 4);
+            data = &rest;
+        }
+        let take = match self.length {
+            Some(l) => data.len().min((l - self.body) as usize),
+            None => data.len(),
+        };
+        if let Some(out) = &mut self.out {
+            out.write_all(&data[..take]).map_err(|e| format!("output: {e}"))?;
+        }
+        self.body += take as u64;
+        Ok(())
+    }
+
+    /// The server closed: whether the response was whole.
+    pub fn end_of_stream(&self) -> Result<(), String> {
+        match (self.status, self.length) {
+            (None, _) => Err("connection closed before the response head".into()),
+            (Some(_), Some(l)) if self.body < l => {
+                Err(format!("connection closed after {} of {l} body bytes", self.body))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Flush and close the output; `result` with an output error added.
+    pub fn close_output(&mut self, result: Result<(), String>) -> Result<(), String> {
+        let flushed = self.out.take().map_or(Ok(()), |mut out| out.flush());
+        result.and(flushed.map_err(|e| format!("output: {e}")))
+    }
+}
+
+/// The GET in progress on fetch's own loop.
 struct Client {
     handle: TcpHandle,
     request: Vec<u8>,
     sent: usize,
-    head: Vec<u8>,
-    status: Option<u16>,
-    length: Option<u64>,
-    body: u64,
-    out: Option<Box<dyn Write>>,
-    eof: bool,
+    resp: Response,
     buf: Vec<u8>,
 }
 
@@ -119,50 +181,15 @@ impl Client {
                 Err(e) => return Err(format!("send: {e}")),
             }
         }
-        loop {
-            if self.status.is_some() && self.length.is_some_and(|l| self.body >= l) {
-                return Ok(true);
-            }
-            let n = match stack.tcp_recv(h, &mut self.buf) {
-                Ok(0) => {
-                    self.eof = true;
-                    return match (self.status, self.length) {
-                        (None, _) => Err("connection closed before the response head".into()),
-                        (Some(_), Some(l)) if self.body < l => {
-                            Err(format!("connection closed after {} of {l} body bytes", self.body))
-                        }
-                        _ => Ok(true),
-                    };
-                }
-                Ok(n) => n,
+        while !self.resp.complete() {
+            match stack.tcp_recv(h, &mut self.buf) {
+                Ok(0) => return self.resp.end_of_stream().map(|_| true),
+                Ok(n) => self.resp.feed(&self.buf[..n])?,
                 Err(Error::WouldBlock) => return Ok(false),
                 Err(e) => return Err(format!("receive: {e}")),
-            };
-            let mut data = &self.buf[..n];
-            if self.status.is_none() {
-                self.head.extend_from_slice(data);
-                let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    if self.head.len() > HEAD_LIMIT {
-                        return Err("response head too long".into());
-                    }
-                    continue;
-                };
-                let (code, length) = parse_head(&self.head[..end])?;
-                self.status = Some(code);
-                self.length = length;
-                let rest = self.head.split_off(end + 4);
-                self.buf[..rest.len()].copy_from_slice(&rest);
-                data = &self.buf[..rest.len()];
             }
-            let take = match self.length {
-                Some(l) => data.len().min((l - self.body) as usize),
-                None => data.len(),
-            };
-            if let Some(out) = &mut self.out {
-                out.write_all(&data[..take]).map_err(|e| format!("output: {e}"))?;
-            }
-            self.body += take as u64;
         }
+        Ok(true)
     }
 }
 
@@ -230,18 +257,7 @@ fn fetch_loop(
     timeout: std::time::Duration,
 ) -> Result<Got, String> {
     let handle = stack.tcp_connect(to).map_err(|e| format!("connect {to}: {e}"))?;
-    let mut client = Client {
-        handle,
-        request,
-        sent: 0,
-        head: Vec::new(),
-        status: None,
-        length: None,
-        body: 0,
-        out,
-        eof: false,
-        buf: vec![0; 256 * 1024],
-    };
+    let mut client = Client { handle, request, sent: 0, resp: Response::new(out), buf: vec![0; 256 * 1024] };
     let start = std::time::Instant::now();
     let deadline = start + timeout;
     let mut result = None;
@@ -270,15 +286,9 @@ fn fetch_loop(
             break;
         }
     }
-    let mut result = result.unwrap_or_else(|| Err("interrupted".into()));
     let elapsed = start.elapsed();
+    let result = client.resp.close_output(result.unwrap_or_else(|| Err("interrupted".into())));
     let info = stack.tcp_info(handle).ok();
-    if let Some(out) = &mut client.out {
-        if let Err(e) = out.flush() {
-            result = result.and(Err(format!("output: {e}")));
-        }
-    }
-    drop(client.out.take());
 
     // Close, and run the stack a little longer so the FIN (and the last ACK) go out.
     if result.is_ok() {
@@ -298,9 +308,9 @@ fn fetch_loop(
     }
     Ok(Got {
         result,
-        status: client.status,
-        length: client.length,
-        body: client.body,
+        status: client.resp.status,
+        length: client.resp.length,
+        body: client.resp.body,
         elapsed,
         connected: established_at,
         info,

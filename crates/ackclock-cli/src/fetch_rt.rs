@@ -6,7 +6,7 @@
 //! counters and the capture (`Runtime::take_device`). `scripts/bench-fetch` measures it
 //! against the loop in one run.
 
-use crate::fetch::{parse_head, Got, HEAD_LIMIT};
+use crate::fetch::{Got, Response};
 use crate::link::{stopping, Link};
 use ackclock::runtime::{Runtime, TcpStream};
 use ackclock::tcp::TcpInfo;
@@ -15,20 +15,17 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-/// What came back, however the GET ended.
+/// How long a blocking call waits before the client looks at the deadline and at SIGINT
+/// again (a signal does not interrupt it).
+const SLICE: Duration = Duration::from_millis(100);
+
+/// What the connection itself did, however the GET ended.
 #[derive(Default)]
-struct Response {
-    status: Option<u16>,
-    length: Option<u64>,
-    body: u64,
+struct Conn {
     /// When the connection was established, from the start.
     connected: Option<Duration>,
     info: Option<TcpInfo>,
 }
-
-/// How long a blocking call waits before the client looks at the deadline and at SIGINT
-/// again (a signal does not interrupt it).
-const SLICE: Duration = Duration::from_millis(100);
 
 /// The GET itself, as blocking code on the runtime: connect, send the request, read the
 /// head and the body. Dropping the stream at the end closes the connection (a FIN after
@@ -37,30 +34,23 @@ fn get(
     rt: &Runtime,
     to: SocketAddrV4,
     request: &[u8],
-    out: &mut Option<Box<dyn Write>>,
+    resp: &mut Response,
     start: Instant,
     deadline: Instant,
-    resp: &mut Response,
+    conn: &mut Conn,
 ) -> Result<(), String> {
-    let left = || deadline.saturating_duration_since(Instant::now());
-    let mut s =
-        TcpStream::connect_timeout(rt, to, left().max(Duration::from_millis(1))).map_err(|e| match e.kind() {
-            ErrorKind::TimedOut => format!("connect {to}: timed out"),
-            _ => format!("connect {to}: {e}"),
-        })?;
-    resp.connected = Some(start.elapsed());
-    let result = exchange(&mut s, request, out, deadline, resp);
-    resp.info = s.tcp_info().ok();
+    let left = deadline.saturating_duration_since(Instant::now());
+    let mut s = TcpStream::connect_timeout(rt, to, left.max(Duration::from_millis(1))).map_err(|e| match e.kind() {
+        ErrorKind::TimedOut => format!("connect {to}: timed out"),
+        _ => format!("connect {to}: {e}"),
+    })?;
+    conn.connected = Some(start.elapsed());
+    let result = exchange(&mut s, request, resp, deadline);
+    conn.info = s.tcp_info().ok();
     result
 }
 
-fn exchange(
-    s: &mut TcpStream,
-    request: &[u8],
-    out: &mut Option<Box<dyn Write>>,
-    deadline: Instant,
-    resp: &mut Response,
-) -> Result<(), String> {
+fn exchange(s: &mut TcpStream, request: &[u8], resp: &mut Response, deadline: Instant) -> Result<(), String> {
     // Wait in slices, so that the deadline and SIGINT are seen.
     let waited = |e: &io::Error| -> Result<(), String> {
         if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
@@ -83,53 +73,15 @@ fn exchange(
             Err(e) => waited(&e).map_err(|e| format!("send: {e}"))?,
         }
     }
-    let mut head = Vec::new();
     let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        if resp.status.is_some() && resp.length.is_some_and(|l| resp.body >= l) {
-            return Ok(());
+    while !resp.complete() {
+        match s.read(&mut buf) {
+            Ok(0) => return resp.end_of_stream(),
+            Ok(n) => resp.feed(&buf[..n])?,
+            Err(e) => waited(&e).map_err(|e| format!("receive: {e}"))?,
         }
-        let n = match s.read(&mut buf) {
-            Ok(0) => {
-                return match (resp.status, resp.length) {
-                    (None, _) => Err("connection closed before the response head".into()),
-                    (Some(_), Some(l)) if resp.body < l => {
-                        Err(format!("connection closed after {} of {l} body bytes", resp.body))
-                    }
-                    _ => Ok(()),
-                };
-            }
-            Ok(n) => n,
-            Err(e) => {
-                waited(&e).map_err(|e| format!("receive: {e}"))?;
-                continue;
-            }
-        };
-        let mut data = &buf[..n];
-        if resp.status.is_none() {
-            head.extend_from_slice(data);
-            let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
-                if head.len() > HEAD_LIMIT {
-                    return Err("response head too long".into());
-                }
-                continue;
-            };
-            let (code, length) = parse_head(&head[..end])?;
-            resp.status = Some(code);
-            resp.length = length;
-            let rest = head.split_off(end + 4);
-            buf[..rest.len()].copy_from_slice(&rest);
-            data = &buf[..rest.len()];
-        }
-        let take = match resp.length {
-            Some(l) => data.len().min((l - resp.body) as usize),
-            None => data.len(),
-        };
-        if let Some(out) = out {
-            out.write_all(&data[..take]).map_err(|e| format!("output: {e}"))?;
-        }
-        resp.body += take as u64;
     }
+    Ok(())
 }
 
 /// The GET on a runtime over the link's device; the link comes back with its device.
@@ -138,22 +90,18 @@ pub(crate) fn fetch(
     stack: Stack,
     to: SocketAddrV4,
     request: &[u8],
-    mut out: Option<Box<dyn Write>>,
+    out: Option<Box<dyn Write>>,
     timeout: Duration,
 ) -> Result<(Link, Got), String> {
     let mut link = link;
     let mut rt = Runtime::new(stack, link.dev).map_err(|e| format!("runtime: {e}"))?;
     let start = Instant::now();
     let deadline = start + timeout;
-    let mut resp = Response::default();
-    let mut result = get(&rt, to, request, &mut out, start, deadline, &mut resp);
+    let mut resp = Response::new(out);
+    let mut conn = Conn::default();
+    let result = get(&rt, to, request, &mut resp, start, deadline, &mut conn);
     let elapsed = start.elapsed();
-    if let Some(out) = &mut out {
-        if let Err(e) = out.flush() {
-            result = result.and(Err(format!("output: {e}")));
-        }
-    }
-    drop(out);
+    let result = resp.close_output(result);
     // The stream was dropped (closed): give its FIN and the last ACK up to a second to go
     // out and be answered, then stop; after an error, stop at once (a reset).
     if result.is_ok() {
@@ -176,8 +124,8 @@ pub(crate) fn fetch(
         length: resp.length,
         body: resp.body,
         elapsed,
-        connected: resp.connected,
-        info: resp.info,
+        connected: conn.connected,
+        info: conn.info,
         runtime: Some(runtime),
     };
     Ok((link, got))
