@@ -520,12 +520,10 @@ impl Shared {
     /// reader, when application threads run rounds), leave it to the output the reader owes
     /// (`direct` over a watched device), or ring for one.
     fn post_window_update(&self, slot: u32, direct: bool) {
-        if self.requests.post(slot) {
-            if direct && self.watch_fd.is_some() {
-                // Over a watched device the request waits for the next round, which sends
-                // the window with the ACKs of the frames it reads (see `watch`, "Window
-                // updates").
-            } else if direct {
+        // Over a watched device the request waits for the output the reader owes, or the
+        // next round (`watch`, "Window updates").
+        if self.requests.post(slot) && !(direct && self.watch_fd.is_some()) {
+            if direct {
                 self.push();
             } else {
                 self.kick();
@@ -755,22 +753,15 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
                 continue;
             }
             shared.parks.fetch_add(1, Ordering::Relaxed);
-            shared.sleeps.fetch_add(1, Ordering::Relaxed);
-            let fds_now = if shared.device_watched() { &fds[..2] } else { &fds[..] };
-            if sys::wait(fds_now, false, None).is_err() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            sleep(&shared, if shared.device_watched() { &fds[..2] } else { &fds[..] }, false, None);
             continue;
         } else if !ran && device_fd.is_some() && shared.park() {
             // Over a TAP or TUN an application thread runs rounds, and reads the device in
             // them: leave the device to it rather than wake on every frame it is about to
             // read. Its last round signals this thread when it stops (`End::Unpark`); its
             // rounds fire the timers meanwhile.
-            shared.sleeps.fetch_add(1, Ordering::Relaxed);
             shared.parks.fetch_add(1, Ordering::Relaxed);
-            if sys::wait(&fds[..2], false, None).is_err() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            sleep(&shared, &fds[..2], false, None);
             continue;
         }
         // What the last round (this thread's or an application thread's) left, and the
@@ -830,12 +821,16 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
         if shared.watch_fd.is_some() && shared.requests.queued() {
             continue;
         }
-        let fds_now = if watched { &fds[..2] } else { &fds[..] };
-        shared.sleeps.fetch_add(1, Ordering::Relaxed);
-        if sys::wait(fds_now, blocked, timeout).is_err() {
-            // ppoll failed on a valid descriptor set: nothing sensible to sleep on, so
-            // run the next round at the next timer instead of spinning.
-            std::thread::sleep(timeout.unwrap_or(Duration::from_millis(10)).min(Duration::from_millis(10)));
-        }
+        sleep(&shared, if watched { &fds[..2] } else { &fds[..] }, blocked, timeout);
+    }
+}
+
+/// The protocol thread sleeps on `fds` (see `sys::wait`), counted. If ppoll fails on the
+/// valid descriptor set there is nothing sensible to sleep on: run the next round at the
+/// next timer, within 10 ms, instead of spinning.
+fn sleep(shared: &Shared, fds: &[RawFd], want_out: bool, timeout: Option<Duration>) {
+    shared.sleeps.fetch_add(1, Ordering::Relaxed);
+    if sys::wait(fds, want_out, timeout).is_err() {
+        std::thread::sleep(timeout.unwrap_or(Duration::from_millis(1)).min(Duration::from_millis(10)));
     }
 }
