@@ -257,9 +257,9 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
         let (next, ring_full) = {
             let mut g = shared.lock();
             let inner = &mut *g;
-            while let Some(frame) = self.rx.pop() {
-                inner.stack.process(now, frame);
-            }
+            // The batch path: header prediction per frame, and receive aggregation over
+            // the batch (`tcp::lro`), as `Stack::receive` does in a single-thread loop.
+            inner.stack.process_batch(now, &mut self.rx);
             for &idx in &self.taken {
                 shared.window_update_requests.fetch_add(1, Ordering::Relaxed);
                 if inner.stack.window_update_now(idx) {
