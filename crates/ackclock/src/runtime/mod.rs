@@ -109,8 +109,13 @@
 //! runs (over the pipe it runs one itself when none is running); every round marks each
 //! request it takes done *before* it computes the window, whichever thread runs it, so a
 //! read that lands meanwhile posts a fresh one and no update is lost. A read posts only
-//! when it may matter: when the freed space may be worth an update or the read verified
-//! data an ACK is now owed for. Over a device application threads watch
+//! when it may matter: when the read verified data an ACK is now owed for, or when the
+//! freed space is worth a segment of its own. That test is stricter than the one an ACK
+//! applies to the window it carries (BSD's, RFC 9293 §3.8.6.2.2: the edge moves by two
+//! segments or half the buffer): the peer must be down to half the window or less, and the
+//! new window at least twice what it has left (Linux's `tcp_cleanup_rbuf`). While the peer
+//! has more than that to send into, the space rides on the ACK its next segments draw.
+//! Over a device application threads watch
 //! ([`TapRounds::Watch`]) the reader runs no round for it: the output it owes after its
 //! copy takes the request, and sends the window in the same segment as the ACK of what it
 //! read (`watch`, "Window updates"). [`RuntimeConfig::sync_window_updates`] (for benchmarks

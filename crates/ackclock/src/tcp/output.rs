@@ -345,6 +345,24 @@ pub(crate) fn window_update_due(tcb: &Tcb) -> bool {
     gain >= 2 * tcb.rcv_mss() as usize || 2 * gain >= tcb.opts.recv_buffer
 }
 
+/// The stricter rule for a window update that costs a segment and a wake-up of its own:
+/// one that a reader on another thread asks the protocol thread for (`crate::runtime`).
+/// Besides [`window_update_due`], the window the peer may still fill must have fallen to
+/// half of the most we advertise or less, and the new window must be at least twice it:
+/// Linux's `tcp_cleanup_rbuf` ("send ACK now, if this read freed lots of space"). While
+/// the peer still has more than half a window to send into, the freed space rides on the
+/// ACK its next segments draw, instead of a pure window update per read.
+pub(crate) fn window_update_urgent(tcb: &Tcb) -> bool {
+    if !window_update_due(tcb) {
+        return false;
+    }
+    let max_wnd = (u16::MAX as usize) << tcb.rcv_wscale;
+    let clamp = tcb.opts.recv_buffer.min(max_wnd);
+    let left = if tcb.rcv_adv > tcb.rcv_nxt { tcb.rcv_adv.since(tcb.rcv_nxt) as usize } else { 0 };
+    let new = tcb.rcv_space().min(max_wnd);
+    2 * left <= clamp && new >= 2 * left
+}
+
 /// The window to advertise, as the header field, and the new right edge. Receiver SWS
 /// avoidance (RFC 9293 §3.8.6.2.2): the right edge moves only by min(buffer/2, MSS) or
 /// more, and never moves left.

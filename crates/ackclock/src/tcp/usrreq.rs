@@ -555,16 +555,17 @@ impl Tcp {
     }
 
     /// After a read: whether the protocol thread has something to do for the connection (the
-    /// freed space may be worth a window update, or verified data now owes an ACK).
+    /// freed space is worth a window update of its own, or verified data now owes an ACK).
     pub(crate) fn read_wants_output(&self, idx: u32) -> bool {
-        self.tcb(idx).is_some_and(|t| t.dirty || output::window_update_due(t))
+        self.tcb(idx).is_some_and(|t| t.dirty || output::window_update_urgent(t))
     }
 
-    /// The window-update decision after reads (receiver SWS avoidance, RFC 9293
-    /// §3.8.6.2.2): if due, an ACK is owed now. Returns whether it was.
+    /// The window-update decision after reads on another thread (receiver SWS avoidance,
+    /// RFC 9293 §3.8.6.2.2, and Linux's stricter rule for an update of its own,
+    /// [`output::window_update_urgent`]): if due, an ACK is owed now. Returns whether it was.
     pub(crate) fn window_update_now(&mut self, idx: u32) -> bool {
         let Some(t) = self.tcb_mut(idx) else { return false };
-        if !output::window_update_due(t) {
+        if !output::window_update_urgent(t) {
             return false;
         }
         t.ack_now = true;
