@@ -162,6 +162,8 @@ fn wait_watching<'a>(
     if watcher {
         call.watch = me.id;
     }
+    // A wake-up from a round this thread runs from here on is marked, not signalled.
+    super::watch::take_self_woken();
     g.register(h, slot, write, Some(&me.waker));
     drop(g);
     // A sleeping thread answers no rings: answer one that came, then hand them to the
@@ -176,7 +178,10 @@ fn wait_watching<'a>(
     // this thread (`watch`, "Window updates"): no thread sleeps on it. Send it, and try the
     // call again (if another thread runs rounds, its next one sends it: sleep as usual).
     let owed = (owes(shared) || shared.requests.is_pending(slot)) && pay(shared);
-    let ready = match if owed { Ok(0) } else { sys::wait(fds, false, left) } {
+    // A round this thread ran since it registered (answering a ring, or paying its output)
+    // may have changed the readiness it waits for: then it does not sleep, and looks again.
+    let woken = super::watch::take_self_woken();
+    let ready = match if owed || woken { Ok(0) } else { sys::wait(fds, false, left) } {
         Ok(ready) => ready,
         Err(_) => {
             // ppoll failed on valid descriptors: do not spin on it.

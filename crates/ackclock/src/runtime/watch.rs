@@ -199,11 +199,12 @@ pub(crate) struct Watcher {
     pub waker: std::task::Waker,
 }
 
-/// A watcher's eventfd as a waker. A thread never signals its own: it wakes another
-/// thread's socket from inside a round it runs, and a thread that runs a round is awake and
-/// looks at its own call again (under the stack's lock, before it sleeps) when the round
-/// ends. Signalling itself would cost a write now, and later a ppoll that returns at once
-/// and a read, for nothing.
+/// A watcher's eventfd as a waker. A thread never signals its own eventfd: a wake-up from a
+/// round it runs itself only marks it woken ([`take_self_woken`]), and the thread looks at
+/// that mark before it sleeps. Signalling itself would cost a write now, and later a ppoll
+/// that returns at once and a read; not looking would lose the wake-up (a reader whose
+/// socket became readable in the round its own thread ran between registering and
+/// sleeping slept on, its window closed, until something else woke it).
 struct WakeFd {
     fd: super::sys::EventFd,
     /// The [`Watcher::id`] of the thread that sleeps on it.
@@ -213,14 +214,24 @@ struct WakeFd {
 std::thread_local! {
     /// The calling thread's [`Watcher::id`], once it has a watcher.
     static CURRENT: core::cell::Cell<u64> = const { core::cell::Cell::new(NOBODY) };
+    /// A round this thread ran woke this thread's own socket (see [`WakeFd`]).
+    static SELF_WOKEN: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
 impl WakeFd {
     fn wake(&self) {
         if CURRENT.with(|c| c.get()) != self.owner {
             crate::phy::Wakeup::wake(&self.fd);
+        } else {
+            SELF_WOKEN.set(true);
         }
     }
+}
+
+/// Whether a round this thread ran woke its own socket since the last call; clears the mark.
+/// A thread clears it when it registers its waker and looks at it before it sleeps.
+pub(crate) fn take_self_woken() -> bool {
+    SELF_WOKEN.replace(false)
 }
 
 impl std::task::Wake for WakeFd {
