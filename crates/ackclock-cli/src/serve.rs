@@ -51,6 +51,11 @@ pub struct ServeArgs {
     #[arg(long, hide = true, requires = "runtime", value_name = "WHO", default_value = "watch",
           value_parser = ["proto", "app", "watch"])]
     runtime_rounds: String,
+    /// With --runtime: synchronous window updates (`RuntimeConfig::sync_window_updates`: the
+    /// reader hands its request to the protocol thread and waits for the reply, as before
+    /// DragonFly BSD commit 96c6eb29), for measuring the coalesced messages against them.
+    #[arg(long, hide = true, requires = "runtime")]
+    runtime_sync_window_updates: bool,
 }
 
 /// The scratch buffer, one for all connections, that discard, chargen and echo read into.
@@ -77,7 +82,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let mut link = Link::open(&args.link)?;
     let mut stack = link.stack(args.link.addr, false, args.max_connections)?;
     if args.runtime {
-        return crate::serve_rt::serve(link, stack, args.json, &args.runtime_rounds);
+        return crate::serve_rt::serve(link, stack, args.json, &args.runtime_rounds, args.runtime_sync_window_updates);
     }
     let any = Ipv4Addr::UNSPECIFIED;
     let listeners: Vec<(ListenerHandle, Service)> =

@@ -76,7 +76,7 @@ fn chargen(s: TcpStream, moved: &Moved, gen: &Chargen) {
 }
 
 /// Serve on the runtime until SIGINT or SIGTERM.
-pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str) -> Result<(), String> {
+pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str, sync: bool) -> Result<(), String> {
     install_signals();
     let kind = link.kind();
     let Link { dev, .. } = link;
@@ -85,7 +85,7 @@ pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str) -> Resul
         "app" => TapRounds::AppThreads,
         _ => TapRounds::Watch,
     };
-    let config = RuntimeConfig { tap_rounds, ..Default::default() };
+    let config = RuntimeConfig { tap_rounds, sync_window_updates: sync, ..Default::default() };
     let rt = Runtime::with_config(stack, dev, config).map_err(|e| format!("runtime: {e}"))?;
     let moved = Arc::new(Moved::default());
     let gen = Arc::new(Chargen::new(CHUNK));
