@@ -406,7 +406,7 @@ impl PoolInner {
     /// first (the most recently freed) for the caller, the rest in front of the allocating
     /// list. A thread that frees one buffer and allocates one costs a push and this swap,
     /// as a single list's push and pop did.
-    #[inline(never)]
+    #[inline]
     fn take_freed(&self) -> Option<u32> {
         // Acquire: the freed buffers' contents and links, written before their push.
         let list = self.give.0.list.swap(EMPTY, Ordering::Acquire);
@@ -415,20 +415,26 @@ impl PoolInner {
             return None;
         }
         if first != last {
-            let rest = self.next[first as usize].load(Ordering::Relaxed);
-            let head = &self.take.0.head;
-            let mut cur = head.load(Ordering::Relaxed);
-            loop {
-                self.next[last as usize].store(cur as u32, Ordering::Relaxed);
-                let new = (((cur >> 32) + 1) << 32) | rest as u64;
-                // Release: the links just written happen before any pop that reads them.
-                match head.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
-                    Ok(_) => break,
-                    Err(h) => cur = h,
-                }
-            }
+            self.put_in_front(self.next[first as usize].load(Ordering::Relaxed), last);
         }
         Some(first)
+    }
+
+    /// Link the list `first`..`last` (taken from the freeing end) in front of the
+    /// allocating list.
+    #[inline(never)]
+    fn put_in_front(&self, first: u32, last: u32) {
+        let head = &self.take.0.head;
+        let mut cur = head.load(Ordering::Relaxed);
+        loop {
+            self.next[last as usize].store(cur as u32, Ordering::Relaxed);
+            let new = (((cur >> 32) + 1) << 32) | first as u64;
+            // Release: the links just written happen before any pop that reads them.
+            match head.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(h) => cur = h,
+            }
+        }
     }
 
     #[inline]
