@@ -20,6 +20,7 @@
 
 mod chain;
 mod pool;
+pub(crate) mod sync;
 
 pub use chain::FreeChain;
 pub use pool::{

@@ -24,10 +24,10 @@
 //! MTU-sized one. So a 66-byte ACK, or a 1,514-byte frame held in a receive queue, never pins
 //! 64 KiB.
 
+use super::sync::{AtomicU32, AtomicU64, Ordering};
 use super::PBuf;
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// End of the free list; also the index of a handle whose buffer went into a [`FreeChain`](super::FreeChain).
@@ -673,5 +673,68 @@ mod tests {
         }
         assert_eq!(p.available(), 64);
         assert!(owned.iter().all(|o| !o.load(Ordering::Relaxed)));
+    }
+}
+
+/// The free list's two ends, model-checked: a buffer freed on another thread while this
+/// thread frees one and allocates until the pool is empty. Whatever the interleaving, every
+/// buffer must be allocated exactly once in the end. The broken variant takes the freed
+/// list in two steps (a load, then a store of the empty list) instead of one swap: loom
+/// finds the interleaving where a buffer freed between the two is lost.
+#[cfg(all(loom, test))]
+mod model {
+    use super::super::sync::loom_finds;
+    use super::*;
+
+    /// `PoolInner::pop` with the freed list taken in two steps.
+    fn pop_taking_in_two_steps(p: &PoolInner) -> Option<u32> {
+        let list = p.give.0.list.load(Ordering::Acquire);
+        if list == EMPTY {
+            return p.pop();
+        }
+        p.give.0.list.store(EMPTY, Ordering::Relaxed);
+        let (first, last) = (list as u32, (list >> 32) as u32);
+        if first != last {
+            p.put_in_front(p.next[first as usize].load(Ordering::Relaxed), last);
+        }
+        p.refcnt[first as usize].store(1, Ordering::Relaxed);
+        Some(first)
+    }
+
+    fn check(pop: fn(&PoolInner) -> Option<u32>) {
+        loom::model(move || {
+            let pool = Pool::new(PoolConfig { buffers: 3, buffer_size: 128, headroom: 0 }).unwrap();
+            let p = pool.inner.clone();
+            let (a, b) = (p.pop().unwrap(), p.pop().unwrap());
+            let freer = {
+                let p = p.clone();
+                loom::thread::spawn(move || {
+                    p.refcnt[b as usize].store(0, Ordering::Relaxed);
+                    p.push(b);
+                })
+            };
+            p.refcnt[a as usize].store(0, Ordering::Relaxed);
+            p.push(a);
+            let mut got = Vec::new();
+            while let Some(i) = pop(&p) {
+                got.push(i);
+            }
+            freer.join().unwrap();
+            while let Some(i) = pop(&p) {
+                got.push(i);
+            }
+            got.sort_unstable();
+            assert_eq!(got, [0, 1, 2], "a buffer was lost or handed out twice");
+        });
+    }
+
+    #[test]
+    fn every_freed_buffer_comes_back_once() {
+        check(PoolInner::pop);
+    }
+
+    #[test]
+    fn taking_the_freed_list_in_two_steps_loses_a_buffer() {
+        loom_finds(|| check(pop_taking_in_two_steps), "a buffer was lost");
     }
 }

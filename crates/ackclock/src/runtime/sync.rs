@@ -12,16 +12,6 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Orde
 #[cfg(not(all(loom, test)))]
 pub(crate) use std::sync::Mutex;
 
-/// For the loom models' negative tests: run `model`, which must fail (loom found the
-/// interleaving the broken variant allows), with a panic message containing `expected`, so
-/// that it failed for the reason the test names and not another.
+/// For the loom models' negative tests (shared with the pool's model, one layer down).
 #[cfg(all(loom, test))]
-pub(crate) fn loom_finds(model: impl FnOnce() + std::panic::UnwindSafe, expected: &str) {
-    let payload = std::panic::catch_unwind(model).expect_err("loom must find the interleaving");
-    let message = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or_default();
-    assert!(message.contains(expected), "failed for another reason: {message}");
-}
+pub(crate) use crate::buf::sync::loom_finds;
