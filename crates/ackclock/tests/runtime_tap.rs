@@ -9,19 +9,13 @@
 
 mod common;
 
-use ackclock::buf::Pool;
-use ackclock::iface::InterfaceConfig;
-use ackclock::phy::{Device, Tap, TapConfig, TapMode, Tun, TunConfig};
+use ackclock::phy::TapMode;
 use ackclock::runtime::{Runtime, RuntimeConfig, RuntimeStats, TapRounds, TcpListener, TcpStream};
-use ackclock::time::Instant;
-use ackclock::{Stack, StackConfig};
 use common::clients::ECHO_CLIENT;
+use common::link_runtime::{link_runtime, STACK_ADDR};
 use common::netns::{skip, NetNs};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
-
-const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
-const HOST_CIDR: &str = "10.77.0.1/24";
+use std::net::SocketAddrV4;
 
 fn echo(mut conn: TcpStream) -> usize {
     let mut buf = [0u8; 16 * 1024];
@@ -44,25 +38,9 @@ fn echo_server(mode: TapMode, tun: bool) {
     echo_server_with(mode, tun, RuntimeConfig::default());
 }
 
-/// A runtime on a TAP or TUN moved into `ns`, at `STACK_ADDR`.
+/// A runtime on a TAP or TUN moved into `ns`.
 fn runtime(ns: &mut NetNs, mode: TapMode, tun: bool, rt_config: RuntimeConfig) -> Runtime {
-    let name = ns.tap_name().to_string();
-    ns.adopt(&name);
-    let mut sc = StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24));
-    sc.pool.buffers = 8 * 1024;
-    if tun {
-        let config = TunConfig { mode, mtu: 1500 };
-        let tun = Tun::open(&name, config, Pool::new(Tun::pool_config(&config, 1024)).unwrap()).expect("open TUN");
-        ns.take_link(&name, HOST_CIDR);
-        let stack = Stack::new(sc, tun.capabilities(), Instant::ZERO).unwrap();
-        Runtime::with_config(stack, tun, rt_config).expect("runtime")
-    } else {
-        let config = TapConfig { mode, mtu: 1500 };
-        let tap = Tap::open(&name, config, Pool::new(Tap::pool_config(&config, 1024)).unwrap()).expect("open TAP");
-        ns.take_link(&name, HOST_CIDR);
-        let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
-        Runtime::with_config(stack, tap, rt_config).expect("runtime")
-    }
+    link_runtime(ns, mode, tun, |_| {}, rt_config)
 }
 
 /// The echo server under `config`; returns the runtime's counters.

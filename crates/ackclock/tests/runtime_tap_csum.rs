@@ -8,31 +8,13 @@
 
 mod common;
 
-use ackclock::buf::Pool;
-use ackclock::iface::InterfaceConfig;
-use ackclock::phy::{Device, Tap, TapConfig, TapMode};
-use ackclock::runtime::{Runtime, RuntimeConfig, TapRounds, TcpListener};
-use ackclock::time::Instant;
-use ackclock::{Stack, StackConfig};
+use ackclock::phy::TapMode;
+use ackclock::runtime::{RuntimeConfig, TapRounds, TcpListener};
+use common::link_runtime::{link_runtime, STACK_ADDR};
 use common::netns::{skip, NetNs};
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
-const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
-const HOST_CIDR: &str = "10.77.0.1/24";
-
-/// A runtime on a plain TAP moved into `ns`, at `STACK_ADDR`.
-fn runtime(ns: &mut NetNs, rt_config: RuntimeConfig) -> Runtime {
-    let name = ns.tap_name().to_string();
-    ns.adopt(&name);
-    let mut sc = StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24));
-    sc.pool.buffers = 8 * 1024;
-    let config = TapConfig { mode: TapMode::Plain, mtu: 1500 };
-    let tap = Tap::open(&name, config, Pool::new(Tap::pool_config(&config, 1024)).unwrap()).expect("open TAP");
-    ns.take_link(&name, HOST_CIDR);
-    let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
-    Runtime::with_config(stack, tap, rt_config).expect("runtime")
-}
 /// Linux sends 4 MB to a reader on a plain TAP (checksums in software); returns the
 /// segments whose checksum was checked in a pass of its own (`csum_verified_early`) and
 /// the data segments received.
@@ -41,7 +23,7 @@ fn receive_4mb(rt_config: RuntimeConfig) -> Option<(u64, u64)> {
         return None;
     }
     let mut ns = NetNs::new();
-    let mut rt = runtime(&mut ns, rt_config);
+    let mut rt = link_runtime(&mut ns, TapMode::Plain, false, |_| {}, rt_config);
     let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 9)).expect("bind");
     let n = 4 << 20;
     let server = std::thread::spawn(move || {

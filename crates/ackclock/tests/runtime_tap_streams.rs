@@ -13,32 +13,15 @@
 
 mod common;
 
-use ackclock::buf::Pool;
-use ackclock::iface::InterfaceConfig;
-use ackclock::phy::{Device, Tap, TapConfig, TapMode};
-use ackclock::runtime::{Runtime, RuntimeConfig, TcpListener};
-use ackclock::time::Instant;
-use ackclock::{Stack, StackConfig};
+use ackclock::phy::{Tap, TapConfig, TapMode};
+use ackclock::runtime::{RuntimeConfig, TcpListener};
+use ackclock::StackConfig;
+use common::link_runtime::{link_runtime, STACK_ADDR};
 use common::netns::{skip, NetNs};
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
-const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
-const HOST_CIDR: &str = "10.77.0.1/24";
 const STREAMS: usize = 8;
-
-/// A runtime on a TAP with virtio-net offloads moved into `ns`, at `STACK_ADDR`.
-fn runtime(ns: &mut NetNs, rt_config: RuntimeConfig) -> Runtime {
-    let name = ns.tap_name().to_string();
-    ns.adopt(&name);
-    let mut sc = StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24));
-    let config = TapConfig { mode: TapMode::Offload, mtu: 1500 };
-    sc.pool = Tap::pool_config(&config, 2 * 1024);
-    let tap = Tap::open(&name, config, Pool::new(Tap::pool_config(&config, 1024)).unwrap()).expect("open TAP");
-    ns.take_link(&name, HOST_CIDR);
-    let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).expect("stack");
-    Runtime::with_config(stack, tap, rt_config).expect("runtime")
-}
 
 /// `STREAMS` Linux senders, each sending for `secs` seconds, to readers on the runtime;
 /// every reader must see its stream end, and count what its sender sent.
@@ -47,7 +30,10 @@ fn parallel_streams(rt_config: RuntimeConfig, secs: f64) {
         return;
     }
     let mut ns = NetNs::new();
-    let mut rt = runtime(&mut ns, rt_config);
+    // 64 KiB buffers for the offload TAP's segmentation, as `relay` and `serve` use.
+    let tune =
+        |sc: &mut StackConfig| sc.pool = Tap::pool_config(&TapConfig { mode: TapMode::Offload, mtu: 1500 }, 2 * 1024);
+    let mut rt = link_runtime(&mut ns, TapMode::Offload, false, tune, rt_config);
     let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 9)).expect("bind");
     let acceptor = std::thread::spawn(move || {
         let readers: Vec<_> = (0..STREAMS)

@@ -162,5 +162,7 @@ impl<D: Link> Pair<D> {
 
 pub mod alloc;
 pub mod clients;
+#[cfg(target_os = "linux")]
+pub mod link_runtime;
 pub mod netns;
 pub mod script;
