@@ -7,7 +7,7 @@
 //! against the loop in one run.
 
 use crate::fetch::{Got, Response};
-use crate::link::{stopping, Link};
+use crate::link::{runtime_json, stopping, Link};
 use ackclock::runtime::{Runtime, TcpStream};
 use ackclock::tcp::TcpInfo;
 use ackclock::Stack;
@@ -112,12 +112,7 @@ pub(crate) fn fetch(
     let s = rt.stats();
     link.dev = rt.take_device().ok_or("the runtime did not give the device back")?;
     link.report_errors("ackclock fetch");
-    let runtime = serde_json::json!({
-        "rounds": s.rounds, "app_rounds": s.app_rounds, "sleeps": s.sleeps, "wakeups": s.wakeups,
-        "watches": s.watches, "watch_rounds": s.watch_rounds, "handoffs": s.handoffs,
-        "lock_contended": s.lock_contended,
-        "window_update_requests": s.window_update_requests, "window_updates_sent": s.window_updates_sent,
-    });
+    let runtime = runtime_json(&s);
     let got = Got {
         result,
         status: resp.status,

@@ -14,6 +14,7 @@ use ackclock::phy::{
     Batch, Capabilities, Capture, Device, DeviceStats, ImpairStats, Impaired, Impairment, PcapWriter, Resolution, Tap,
     TapConfig, TapCounters, TapMode, Tun, TunConfig,
 };
+use ackclock::runtime::{RuntimeDevice, RuntimeStats};
 use ackclock::sim::{Loss, Reorder};
 use ackclock::tcp::Aggregation;
 use ackclock::time::{Duration, Instant};
@@ -27,6 +28,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// An IPv4 address with a prefix length.
 #[derive(Clone, Copy, Debug)]
@@ -672,6 +674,24 @@ impl Link {
         }
         Ok(())
     }
+}
+
+/// The device under the library's threaded runtime (`fetch --runtime`, `serve --runtime`):
+/// the protocol thread and the watching threads sleep on its descriptor.
+impl RuntimeDevice for LinkDev {
+    fn attach(&mut self, _wakeup: Arc<dyn ackclock::phy::Wakeup>) -> Option<RawFd> {
+        Some(self.host_fd())
+    }
+}
+
+/// The runtime's counters, for the exit report of `fetch --runtime` and `serve --runtime`.
+pub(crate) fn runtime_json(s: &RuntimeStats) -> serde_json::Value {
+    serde_json::json!({
+        "rounds": s.rounds, "app_rounds": s.app_rounds, "sleeps": s.sleeps, "wakeups": s.wakeups,
+        "app_waits": s.app_waits, "parks": s.parks, "watches": s.watches, "watch_rounds": s.watch_rounds,
+        "handoffs": s.handoffs, "lock_contended": s.lock_contended, "polls": s.polls,
+        "window_update_requests": s.window_update_requests, "window_updates_sent": s.window_updates_sent,
+    })
 }
 
 /// `ppoll` on `fds` for at most `timeout`; a signal ends it early.

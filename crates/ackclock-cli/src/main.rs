@@ -4,6 +4,7 @@ mod chargen;
 mod decode;
 #[cfg(target_os = "linux")]
 mod fetch;
+#[cfg(target_os = "linux")]
 mod fetch_rt;
 #[cfg(target_os = "linux")]
 mod link;

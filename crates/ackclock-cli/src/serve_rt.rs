@@ -9,20 +9,13 @@
 //! moved (`"event": "exit"` with `--json`, with a `"runtime"` object).
 
 use crate::chargen::{self, Chargen};
-use crate::link::{install_signals, stopping, Link, LinkDev};
-use ackclock::runtime::{Runtime, RuntimeConfig, RuntimeDevice, TapRounds, TcpListener, TcpStream};
+use crate::link::{install_signals, runtime_json, stopping, Link};
+use ackclock::runtime::{Runtime, RuntimeConfig, TapRounds, TcpListener, TcpStream};
 use ackclock::Stack;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-impl RuntimeDevice for LinkDev {
-    fn attach(&mut self, _wakeup: Arc<dyn ackclock::phy::Wakeup>) -> Option<RawFd> {
-        Some(self.host_fd())
-    }
-}
 
 /// Bytes each service moved.
 #[derive(Default)]
@@ -126,12 +119,7 @@ pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str, sync: bo
         "event": "exit",
         "connections": m(&moved.connections),
         "bytes": { "discard": m(&moved.discard), "echo": m(&moved.echo), "chargen": m(&moved.chargen) },
-        "runtime": {
-            "rounds": s.rounds, "app_rounds": s.app_rounds, "sleeps": s.sleeps, "wakeups": s.wakeups,
-            "app_waits": s.app_waits, "parks": s.parks, "watches": s.watches, "watch_rounds": s.watch_rounds,
-            "handoffs": s.handoffs, "lock_contended": s.lock_contended, "polls": s.polls,
-            "window_update_requests": s.window_update_requests, "window_updates_sent": s.window_updates_sent,
-        },
+        "runtime": runtime_json(&s),
     });
     if json {
         println!("{exit}");
