@@ -276,7 +276,7 @@ impl Stack {
     /// is computed when they are sent (or left to the device with segmentation offload).
     pub fn tcp_send_with(&mut self, h: TcpHandle, mut fill: impl FnMut(&mut [u8]) -> usize) -> Result<usize, Error> {
         let idx = self.conn(h)?;
-        let queued = self.tcp.send_with(idx, &self.pool, |buf, room| {
+        let queued = self.tcp.send_with(idx, &self.pool, usize::MAX, |buf, room| {
             let old = buf.len();
             let Ok(space) = buf.append(room) else { return 0 };
             let n = fill(space).min(room);

@@ -184,7 +184,7 @@ impl Tcp {
     /// Queue application bytes: copied once into pbufs, summed during the copy.
     pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool) -> Result<usize, RequestError> {
         let mut rest = data;
-        self.send_with(idx, pool, |buf, room| {
+        self.send_with(idx, pool, data.len(), |buf, room| {
             let n = room.min(rest.len());
             // Cannot fail: `room` fits the tailroom and the buffer is unique.
             let _ = buf.append_copy_sum(&rest[..n]);
@@ -195,11 +195,13 @@ impl Tcp {
 
     /// Queue bytes that `fill` appends to send-queue pbufs: `fill(buf, room)` appends at
     /// most `room` bytes to `buf` and returns how many; it is called until it appends less
-    /// than offered or the send buffer is full. Returns the bytes queued.
+    /// than offered, the send buffer is full or `limit` bytes (all the caller has, when it
+    /// knows) were appended. Returns the bytes queued.
     pub(crate) fn send_with(
         &mut self,
         idx: u32,
         pool: &Pool,
+        limit: usize,
         mut fill: impl FnMut(&mut PBuf, usize) -> usize,
     ) -> Result<usize, RequestError> {
         let counters = &mut self.counters;
@@ -220,6 +222,9 @@ impl Tcp {
         if room == 0 {
             return Err(RequestError::WouldBlock);
         }
+        // A caller whose bytes run out exactly at a segment's end must not get a fresh
+        // buffer allocated, queued, offered and dropped again empty.
+        room = room.min(limit);
         let mut copied = 0;
         let mut starved = false;
         let seg_size = output::send_unit(tcb, self.gso_max);
