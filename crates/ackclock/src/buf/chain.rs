@@ -14,16 +14,16 @@
 use super::pool::{PoolInner, NIL};
 use super::PBuf;
 use core::mem::ManuallyDrop;
+use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
-use std::sync::Arc;
 
 /// A chain of freed buffers of one pool, not yet on its free list (see the module
-/// documentation). Empty, it holds nothing; it keeps its pool alive while it holds buffers.
-/// Buffers of another pool than the chain's flush the chain first and begin a new one.
+/// documentation). Empty, it holds nothing; its pool stays alive while it holds buffers,
+/// which are not back yet. Buffers of another pool than the chain's flush the chain first and begin a new one.
 #[derive(Default)]
 pub struct FreeChain {
     /// The pool of the chained buffers: `Some` exactly when `n > 0`.
-    pool: Option<Arc<PoolInner>>,
+    pool: Option<NonNull<PoolInner>>,
     /// The buffer put last, the chain's head.
     first: u32,
     /// The buffer put first, whose link the push sets.
@@ -52,36 +52,32 @@ impl FreeChain {
     /// the last one, the buffer joins the chain instead of going back to its pool now.
     #[inline]
     pub fn put(&mut self, buf: PBuf) {
+        // The handle's reference is given up here, not by its drop (its fields own nothing
+        // else): its whole drop, out of line, per buffer would cost about what the chain
+        // saves.
         let buf = ManuallyDrop::new(buf);
-        // SAFETY: `buf` is never dropped (it is in a `ManuallyDrop` that goes out of scope
-        // here), so its pool reference is read out of it once and dropped, or kept by the
-        // chain, once: what its own drop would have done with it. Its other fields own
-        // nothing. Dropping the handle instead would cost its whole drop, out of line, per
-        // buffer: about what the chain saves.
-        let pool = unsafe { core::ptr::read(&buf.pool) };
-        let i = buf.index;
+        let (home, i) = (buf.home, buf.index);
+        let pool = buf.inner();
         // As `PBuf::drop`: Release so our reads of the bytes happen before the next owner's
         // writes, and an Acquire fence for the last handle.
         if pool.refcnt[i as usize].fetch_sub(1, Ordering::Release) != 1 {
             return;
         }
         fence(Ordering::Acquire);
-        if let Some(p) = &self.pool {
-            if Arc::ptr_eq(p, &pool) {
-                pool.link(i, self.first);
-                self.first = i;
-                self.n += 1;
-                return;
-            }
+        if self.pool == Some(home) {
+            pool.link(i, self.first);
+            self.first = i;
+            self.n += 1;
+            return;
         }
-        self.begin(pool, i);
+        self.begin(home, i);
     }
 
     /// Begin a new chain with free buffer `i` of `pool`, after flushing the chain of another
-    /// pool if there was one: the chain keeps `pool`'s reference. Out of line, so that
-    /// `put` needs no registers saved on its common path.
+    /// pool if there was one. Out of line, so that `put` needs no registers saved on its
+    /// common path.
     #[inline(never)]
-    fn begin(&mut self, pool: Arc<PoolInner>, i: u32) {
+    fn begin(&mut self, pool: NonNull<PoolInner>, i: u32) {
         self.flush();
         self.pool = Some(pool);
         self.first = i;
@@ -94,11 +90,19 @@ impl FreeChain {
     #[inline]
     pub fn flush(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.push_chain(self.first, self.last, self.n);
-            self.n = 0;
+            let n = core::mem::take(&mut self.n);
+            // SAFETY: the chained buffers are out of their pool until this pushes them, so
+            // it is alive; the chain lets go of it here.
+            unsafe { PoolInner::push_chain(pool, self.first, self.last, n) };
         }
     }
 }
+
+// SAFETY: the chain holds free buffers of its pool (a `Sync` type) and hands them to the
+// pool's atomics, from whichever thread flushes it.
+unsafe impl Send for FreeChain {}
+// SAFETY: `&FreeChain` only reads its length.
+unsafe impl Sync for FreeChain {}
 
 impl Drop for FreeChain {
     fn drop(&mut self) {
@@ -165,26 +169,39 @@ mod tests {
         assert_eq!(p.available(), 2, "dropping the chain flushes it");
     }
 
-    /// Every handle's reference to its pool is given up exactly once, whether its buffer
-    /// was chained, shared or began a chain (`put` moves the reference out of the handle).
+    /// A pool whose last owner is gone lives on while a buffer is out, whether that buffer
+    /// is held, shared or chained, and is freed exactly once by the last one back; a pool
+    /// with every buffer home is freed by its last owner at once.
     #[test]
-    fn the_pool_is_referenced_exactly_as_before() {
+    fn the_last_buffer_or_the_last_owner_frees_the_pool() {
         let p = pool(8);
-        let refs = || Arc::strong_count(&p.inner);
+        let freed = super::super::pool::watch(&p);
+        let count = || freed.load(Ordering::Relaxed);
         let mut chain = FreeChain::new();
         let a = p.alloc().unwrap();
         let shared = a.share();
-        let (b, c) = (p.alloc().unwrap(), p.alloc().unwrap());
-        assert_eq!(refs(), 5);
+        let (mut b, c) = (p.alloc().unwrap(), p.alloc().unwrap());
+        drop(p.clone());
+        drop(p);
+        assert_eq!(count(), 0, "four handles on three buffers are out");
+        b.append(3).unwrap().copy_from_slice(b"abc");
         chain.put(a);
-        assert_eq!(refs(), 4, "a shared buffer: the handle's reference is dropped");
-        chain.put(b);
-        assert_eq!(refs(), 4, "the first chained buffer's reference is the chain's");
         chain.put(c);
-        chain.put(shared);
-        assert_eq!(refs(), 2, "later ones are dropped");
+        drop(shared);
+        assert_eq!((count(), b.data()), (0, &b"abc"[..]), "one buffer held, two chained");
+        drop(b);
+        assert_eq!(count(), 0, "two chained buffers are still out");
         chain.flush();
-        assert_eq!((refs(), p.available()), (1, 8));
+        assert_eq!(count(), 1, "the flush brought the last ones home");
+
+        let q = pool(2);
+        let freed = super::super::pool::watch(&q);
+        drop(q.alloc().unwrap());
+        let r = q.clone();
+        drop(q);
+        assert_eq!(freed.load(Ordering::Relaxed), 0, "an owner is left");
+        drop(r);
+        assert_eq!(freed.load(Ordering::Relaxed), 1, "every buffer home: the last owner frees it");
     }
 
     /// Buffers of two pools (a size class beside its pool): each goes back to its own, the
@@ -205,12 +222,20 @@ mod tests {
         assert_eq!((p.available(), class.available()), (3, 3));
 
         let q = pool(2);
-        let weak = Arc::downgrade(&q.inner);
+        let freed = super::super::pool::watch(&q);
         chain.put(q.alloc().unwrap());
         drop(q);
-        assert!(weak.upgrade().is_some(), "the chain holds its pool");
+        assert_eq!(freed.load(Ordering::Relaxed), 0, "the chain's buffer keeps its pool");
         chain.flush();
-        assert!(weak.upgrade().is_none());
+        assert_eq!(freed.load(Ordering::Relaxed), 1);
+
+        // The small class lives as long as its pool, and goes with it.
+        let class_freed = super::super::pool::watch(&class);
+        let small = class.alloc().unwrap();
+        drop((p, class));
+        assert_eq!(class_freed.load(Ordering::Relaxed), 0, "a small buffer is out");
+        drop(small);
+        assert_eq!(class_freed.load(Ordering::Relaxed), 1);
     }
 
     /// Threads allocating, writing their mark, checking it, and freeing in chains of

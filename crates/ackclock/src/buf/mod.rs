@@ -30,9 +30,9 @@ pub use pool::{
 
 use crate::wire::checksum;
 use core::fmt;
+use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 use pool::PoolInner;
-use std::sync::Arc;
 
 /// Why a view operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +155,9 @@ pub struct Meta {
 
 /// A handle to one packet buffer; see the [module docs](self).
 pub struct PBuf {
-    pool: Arc<PoolInner>,
+    /// The pool: alive while this buffer is out of it (see the pool module's "Who frees
+    /// the pool"), so no reference count of its own.
+    home: NonNull<PoolInner>,
     index: u32,
     head: u32,
     len: u32,
@@ -163,11 +165,29 @@ pub struct PBuf {
     pub meta: Meta,
 }
 
+// SAFETY: a handle reaches its pool only through the pool's atomics and the buffer's bytes;
+// it writes the bytes only while it is the buffer's sole handle (`refcnt` 1), and handles
+// pass buffers between threads with Release/Acquire on those counts and the free list, as
+// the `Arc<PoolInner>` it replaces did.
+unsafe impl Send for PBuf {}
+// SAFETY: see above; `&PBuf` only reads.
+unsafe impl Sync for PBuf {}
+
 impl PBuf {
+    /// A handle to buffer `index` of `home`, just allocated (its count already 1).
     #[inline]
-    fn new(pool: Arc<PoolInner>, index: u32) -> PBuf {
-        let head = pool.headroom;
-        PBuf { pool, index, head, len: 0, meta: Meta::default() }
+    fn new(home: NonNull<PoolInner>, index: u32) -> PBuf {
+        // SAFETY: the caller just took the buffer out of this live pool.
+        let head = unsafe { home.as_ref() }.headroom;
+        PBuf { home, index, head, len: 0, meta: Meta::default() }
+    }
+
+    /// The pool this buffer came from.
+    #[inline]
+    fn inner(&self) -> &PoolInner {
+        // SAFETY: a pool's memory lives until its last buffer is back, and this handle
+        // holds one of the references that keep this buffer out.
+        unsafe { self.home.as_ref() }
     }
 
     /// The data bytes of this view.
@@ -177,7 +197,7 @@ impl PBuf {
         // only through `&mut self` of a handle whose buffer is unshared, so no write can
         // alias this shared borrow.
         unsafe {
-            core::slice::from_raw_parts(self.pool.buffer_ptr(self.index).add(self.head as usize), self.len as usize)
+            core::slice::from_raw_parts(self.inner().buffer_ptr(self.index).add(self.head as usize), self.len as usize)
         }
     }
 
@@ -194,25 +214,26 @@ impl PBuf {
         if !self.is_unique() {
             return Err(BufError::Shared);
         }
-        debug_assert!(start + len <= self.pool.buffer_size as usize);
+        debug_assert!(start + len <= self.inner().buffer_size as usize);
         // SAFETY: in bounds (callers check against head/len/buffer_size); this handle is the
         // only one (refcount 1, Acquire pairs with the Release of dropped handles), and it is
         // borrowed mutably for the returned lifetime, so it cannot be shared meanwhile.
-        unsafe { Ok(core::slice::from_raw_parts_mut(self.pool.buffer_ptr(self.index).add(start), len)) }
+        unsafe { Ok(core::slice::from_raw_parts_mut(self.inner().buffer_ptr(self.index).add(start), len)) }
     }
 
     /// Whether this is the only handle to its buffer.
     #[inline]
     pub fn is_unique(&self) -> bool {
-        self.pool.refcnt[self.index as usize].load(Ordering::Acquire) == 1
+        self.inner().refcnt[self.index as usize].load(Ordering::Acquire) == 1
     }
 
     /// A second, read-only handle to the same bytes, with a copy of this view and metadata.
     #[inline]
     pub fn share(&self) -> PBuf {
-        // Relaxed, as for `Arc::clone`: the new handle is derived from a live one.
-        self.pool.refcnt[self.index as usize].fetch_add(1, Ordering::Relaxed);
-        PBuf { pool: self.pool.clone(), index: self.index, head: self.head, len: self.len, meta: self.meta }
+        // Relaxed, as for `Arc::clone`: the new handle is derived from a live one. The pool
+        // is not counted again: it lives while the buffer is out.
+        self.inner().refcnt[self.index as usize].fetch_add(1, Ordering::Relaxed);
+        PBuf { home: self.home, index: self.index, head: self.head, len: self.len, meta: self.meta }
     }
 
     /// Length of the data.
@@ -236,13 +257,13 @@ impl PBuf {
     /// Bytes after the data.
     #[inline]
     pub fn tailroom(&self) -> usize {
-        (self.pool.buffer_size - self.head - self.len) as usize
+        (self.inner().buffer_size - self.head - self.len) as usize
     }
 
     /// Total size of the buffer.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.pool.buffer_size as usize
+        self.inner().buffer_size as usize
     }
 
     /// Offset of the data start inside the buffer.
@@ -256,7 +277,7 @@ impl PBuf {
     /// receiving) finds none.
     #[inline]
     pub fn pool_low(&self) -> bool {
-        let (free, count) = self.pool.occupancy();
+        let (free, count) = self.inner().occupancy();
         free < count / 4
     }
 
@@ -281,7 +302,7 @@ impl PBuf {
         // in front of every frame sent should not pay for it twice): in bounds (the new head
         // is at or after the buffer's start, and `n` bytes end at the old head); this handle
         // is the only one, borrowed mutably for the returned lifetime.
-        unsafe { Ok(core::slice::from_raw_parts_mut(self.pool.buffer_ptr(self.index).add(head), n)) }
+        unsafe { Ok(core::slice::from_raw_parts_mut(self.inner().buffer_ptr(self.index).add(head), n)) }
     }
 
     /// Grow the data by `n` bytes at the end and return them. The bytes hold whatever the
@@ -384,7 +405,7 @@ impl PBuf {
     /// Reset an unshared buffer to empty, with `headroom` bytes in front, keeping nothing of
     /// the old view or metadata. For devices that recycle their own receive buffers.
     pub fn reset(&mut self, headroom: usize) -> Result<(), BufError> {
-        if headroom > self.pool.buffer_size as usize {
+        if headroom > self.inner().buffer_size as usize {
             return Err(BufError::OutOfRange);
         }
         if !self.is_unique() {
@@ -402,9 +423,11 @@ impl Drop for PBuf {
     fn drop(&mut self) {
         // As `Arc::drop`: Release so our reads of the bytes happen before the next owner's
         // writes; the last handle takes an Acquire fence before recycling.
-        if self.pool.refcnt[self.index as usize].fetch_sub(1, Ordering::Release) == 1 {
+        if self.inner().refcnt[self.index as usize].fetch_sub(1, Ordering::Release) == 1 {
             fence(Ordering::Acquire);
-            self.pool.push(self.index);
+            // SAFETY: the buffer is ours alone and still out, so the pool is alive; the
+            // push is this handle's last touch of it.
+            unsafe { PoolInner::push_chain(self.home, self.index, self.index, 1) };
         }
     }
 }

@@ -23,11 +23,24 @@
 //! receiving coalesced frames into 64 KiB buffers reads every frame that fits an MTU into an
 //! MTU-sized one. So a 66-byte ACK, or a 1,514-byte frame held in a receive queue, never pins
 //! 64 KiB.
+//!
+//! **Who frees the pool.** A buffer handle holds no reference count on its pool. With an
+//! `Arc` per handle, every allocation, share and free also wrote the `Arc`'s count, one cache
+//! line for the whole pool, which moved between cores as often as buffers did, and cost a
+//! locked instruction per handle even on one thread. The pool's memory must still outlive
+//! its last buffer, and the two counts the free list keeps already say how many buffers are
+//! out: `taken - given`. So the [`Pool`] handles (its owners) are counted, and when the last
+//! one goes no allocation can follow; it adds `BIAS - taken` to `given` in one atomic
+//! operation. From then on `given` reaches exactly `BIAS` when the last buffer comes back,
+//! and whichever of the two (the last owner, or the free that brings the last buffer home)
+//! sees that value frees the pool; the other never touches it again. Before that moment
+//! `given <= taken < BIAS`, so no free can mistake it.
 
-use super::sync::{AtomicU32, AtomicU64, Ordering};
+use super::sync::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use super::PBuf;
 use core::fmt;
 use core::ptr::NonNull;
+#[cfg(test)]
 use std::sync::Arc;
 
 /// End of the free list; also the index of a handle whose buffer went into a [`FreeChain`](super::FreeChain).
@@ -114,11 +127,35 @@ impl fmt::Display for PoolExhausted {
 
 impl std::error::Error for PoolExhausted {}
 
-/// A pool of packet buffers. Cheap to clone (a reference count); every [`PBuf`] keeps its
-/// pool alive.
-#[derive(Clone)]
+/// A pool of packet buffers. Cheap to clone (a count of its owners). Its memory lives
+/// until the last owner is gone and every [`PBuf`] is back (see the module documentation).
 pub struct Pool {
-    pub(super) inner: Arc<PoolInner>,
+    inner: NonNull<PoolInner>,
+}
+
+// SAFETY: a `Pool` is shared access to a `PoolInner`, which is `Sync`.
+unsafe impl Send for Pool {}
+// SAFETY: as above.
+unsafe impl Sync for Pool {}
+
+impl Clone for Pool {
+    fn clone(&self) -> Pool {
+        // Relaxed, as for `Arc::clone`: the new owner is derived from a live one.
+        self.inner().owners.fetch_add(1, Ordering::Relaxed);
+        Pool { inner: self.inner }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // As `Arc`'s drop: Release, then an Acquire fence for the last owner, so that every
+        // owner's allocations (`taken`) are seen by the one that orphans the pool.
+        if self.inner().owners.fetch_sub(1, Ordering::Release) == 1 {
+            fence(Ordering::Acquire);
+            // SAFETY: the pool lives while it has an owner, and this was the last.
+            unsafe { PoolInner::orphan(self.inner) }
+        }
+    }
 }
 
 pub(super) struct PoolInner {
@@ -135,8 +172,13 @@ pub(super) struct PoolInner {
     /// Where frees push.
     give: Padded<GiveEnd>,
     exhausted: AtomicU64,
+    /// `Pool` handles (owners) alive.
+    owners: AtomicUsize,
     /// The smaller size class beside this one, if any.
     small: Option<Pool>,
+    /// Counts the pool's deallocation, for tests that watch who frees it.
+    #[cfg(test)]
+    freed: std::sync::OnceLock<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 /// One cache line to itself, so that the two ends of the free list do not share one.
@@ -156,9 +198,14 @@ struct GiveEnd {
     /// (last << 32) | first of the freed buffers' list, or `EMPTY`. Pushes put a chain in
     /// front and keep `last`; an allocation swaps the whole list out.
     list: AtomicU64,
-    /// Buffers given back since the pool was made.
+    /// Buffers given back since the pool was made; once the last owner is gone, `BIAS`
+    /// minus the buffers still out (see the module documentation).
     given: AtomicU64,
 }
+
+/// What `given` reaches when the last buffer of a pool without owners comes home. Above
+/// any count of buffers taken.
+const BIAS: u64 = 1 << 63;
 
 /// No freed buffers waiting.
 const EMPTY: u64 = ((NIL as u64) << 32) | NIL as u64;
@@ -173,6 +220,10 @@ unsafe impl Sync for PoolInner {}
 impl Pool {
     /// Allocate every buffer up front.
     pub fn new(config: PoolConfig) -> Result<Pool, PoolConfigError> {
+        Pool::build(config, None)
+    }
+
+    fn build(config: PoolConfig, small: Option<Pool>) -> Result<Pool, PoolConfigError> {
         if config.buffers == 0 || config.buffers >= NIL as usize {
             return Err(PoolConfigError::BadCount);
         }
@@ -186,20 +237,29 @@ impl Pool {
         let next: Box<[AtomicU32]> =
             (0..count).map(|i| AtomicU32::new(if i + 1 < count { i + 1 } else { NIL })).collect();
         let refcnt: Box<[AtomicU32]> = (0..count).map(|_| AtomicU32::new(0)).collect();
-        Ok(Pool {
-            inner: Arc::new(PoolInner {
-                region,
-                buffer_size: size as u32,
-                headroom: config.headroom as u32,
-                count,
-                refcnt,
-                next,
-                take: Padded(TakeEnd { head: AtomicU64::new(0), taken: AtomicU64::new(0) }),
-                give: Padded(GiveEnd { list: AtomicU64::new(EMPTY), given: AtomicU64::new(0) }),
-                exhausted: AtomicU64::new(0),
-                small: None,
-            }),
-        })
+        let inner = Box::new(PoolInner {
+            region,
+            buffer_size: size as u32,
+            headroom: config.headroom as u32,
+            count,
+            refcnt,
+            next,
+            take: Padded(TakeEnd { head: AtomicU64::new(0), taken: AtomicU64::new(0) }),
+            give: Padded(GiveEnd { list: AtomicU64::new(EMPTY), given: AtomicU64::new(0) }),
+            exhausted: AtomicU64::new(0),
+            owners: AtomicUsize::new(1),
+            small,
+            #[cfg(test)]
+            freed: std::sync::OnceLock::new(),
+        });
+        Ok(Pool { inner: NonNull::from(Box::leak(inner)) })
+    }
+
+    /// The pool's shared state.
+    #[inline]
+    pub(super) fn inner(&self) -> &PoolInner {
+        // SAFETY: the pool lives while it has an owner, and `self` is one.
+        unsafe { self.inner.as_ref() }
     }
 
     /// A pool of `large` buffers with a class of `small` ones beside it (see the module
@@ -207,20 +267,16 @@ impl Pool {
     /// frame is laid out the same in either.
     pub fn with_small_class(large: PoolConfig, small: PoolConfig) -> Result<Pool, PoolConfigError> {
         let small = Pool::new(small)?;
-        let mut pool = Pool::new(large)?;
-        if small.buffer_size() >= pool.buffer_size() || small.headroom() != pool.headroom() {
+        let size = large.buffer_size.checked_next_multiple_of(ALIGN).ok_or(PoolConfigError::BadSize)?;
+        if small.buffer_size() >= size || small.headroom() != large.headroom {
             return Err(PoolConfigError::BadSize);
         }
-        // Cannot fail: the pool was made just above, and nothing else holds it yet.
-        if let Some(inner) = Arc::get_mut(&mut pool.inner) {
-            inner.small = Some(small);
-        }
-        Ok(pool)
+        Pool::build(large, Some(small))
     }
 
     /// The class of smaller buffers beside this pool, if it has one.
     pub fn small_class(&self) -> Option<&Pool> {
-        self.inner.small.as_ref()
+        self.inner().small.as_ref()
     }
 
     /// A buffer for a frame of at most the small class's room (a segment without payload,
@@ -228,7 +284,7 @@ impl Pool {
     /// small class is empty.
     #[inline]
     pub fn alloc_small(&self) -> Result<PBuf, PoolExhausted> {
-        match &self.inner.small {
+        match &self.inner().small {
             // Without a class this is `alloc`, inline, as before there were classes.
             None => self.alloc(),
             Some(small) => self.alloc_in_class(small),
@@ -243,10 +299,10 @@ impl Pool {
     /// Take a free buffer: empty, with the pool's headroom in front of its data.
     #[inline]
     pub fn alloc(&self) -> Result<PBuf, PoolExhausted> {
-        match self.inner.pop() {
-            Some(index) => Ok(PBuf::new(self.inner.clone(), index)),
+        match self.inner().pop() {
+            Some(index) => Ok(PBuf::new(self.inner, index)),
             None => {
-                self.inner.exhausted.fetch_add(1, Ordering::Relaxed);
+                self.inner().exhausted.fetch_add(1, Ordering::Relaxed);
                 Err(PoolExhausted)
             }
         }
@@ -254,27 +310,27 @@ impl Pool {
 
     /// Number of buffers.
     pub fn capacity(&self) -> usize {
-        self.inner.count as usize
+        self.inner().count as usize
     }
 
     /// Number of free buffers (exact when no other thread is allocating or freeing).
     pub fn available(&self) -> usize {
-        self.inner.free()
+        self.inner().free()
     }
 
     /// Bytes per buffer.
     pub fn buffer_size(&self) -> usize {
-        self.inner.buffer_size as usize
+        self.inner().buffer_size as usize
     }
 
     /// Headroom of a freshly allocated buffer.
     pub fn headroom(&self) -> usize {
-        self.inner.headroom as usize
+        self.inner().headroom as usize
     }
 
     /// How many times [`Pool::alloc`] found the pool empty.
     pub fn exhausted_count(&self) -> u64 {
-        self.inner.exhausted.load(Ordering::Relaxed)
+        self.inner().exhausted.load(Ordering::Relaxed)
     }
 
     /// Give the memory of free buffers back to the operating system, keeping the `keep`
@@ -290,12 +346,12 @@ impl Pool {
     ///
     /// The small class, if any, releases its own free buffers beyond `keep` too.
     pub fn release_free(&self, keep: usize) -> usize {
-        let small = self.inner.small.as_ref().map_or(0, |s| s.release_free(keep));
+        let small = self.inner().small.as_ref().map_or(0, |s| s.release_free(keep));
         small + self.release_own(keep)
     }
 
     fn release_own(&self, keep: usize) -> usize {
-        let inner = &*self.inner;
+        let inner = self.inner();
         let mut taken = Vec::new();
         while inner.free() > keep {
             match inner.pop() {
@@ -318,7 +374,8 @@ impl Pool {
         for &i in taken.iter().rev() {
             // `pop` handed each out with one reference; no PBuf was made, so none drops it.
             inner.refcnt[i as usize].store(0, Ordering::Relaxed);
-            inner.push(i);
+            // SAFETY: the pool lives while `self` owns it.
+            unsafe { PoolInner::push_chain(self.inner, i, i, 1) };
         }
         released
     }
@@ -327,16 +384,16 @@ impl Pool {
     /// cost, as opposed to the address space reserved. `None` where that cannot be asked.
     /// Allocates a page map; not for a hot path. The small class, if any, is counted in.
     pub fn resident_bytes(&self) -> Option<usize> {
-        let small = match &self.inner.small {
+        let small = match &self.inner().small {
             Some(s) => s.resident_bytes()?,
             None => 0,
         };
-        Some(small + self.inner.region.resident_bytes()?)
+        Some(small + self.inner().region.resident_bytes()?)
     }
 
     /// Whether `buf` came from this pool.
     pub fn owns(&self, buf: &PBuf) -> bool {
-        Arc::ptr_eq(&self.inner, &buf.pool)
+        self.inner == buf.home
     }
 }
 
@@ -357,13 +414,14 @@ impl PoolInner {
         (self.free(), self.count as usize)
     }
 
-    /// Free buffers: exact when no other thread is allocating or freeing. `taken` is read
-    /// first and both only grow, so a racing read can only overstate, never wrap.
+    /// Free buffers: exact when no other thread is allocating or freeing. A racing read
+    /// may be off by the buffers in flight, never wrap. (Asked of a pool without owners,
+    /// through a buffer still out, it says the pool is full: nothing will allocate again.)
     #[inline]
     fn free(&self) -> usize {
         let taken = self.take.0.taken.load(Ordering::Relaxed);
         let given = self.give.0.given.load(Ordering::Relaxed);
-        (self.count as u64 + given).saturating_sub(taken) as usize
+        ((self.count as u64 + given).saturating_sub(taken) as usize).min(self.count as usize)
     }
 
     /// Treiber-stack pop; the tag in the high half of `head` defeats ABA. Buffers freed
@@ -437,33 +495,77 @@ impl PoolInner {
         }
     }
 
+    /// Push `n` buffers at once onto the freeing end of `this`: `first`, linked through
+    /// `next` to `last` (links the caller wrote with [`link`](Self::link)), in one
+    /// compare-and-swap, then count them given. No other thread can see the chain's links
+    /// before the swap publishes them. (No ABA here: a push only ever links in front of the
+    /// value it replaces, which is the list's current first buffer whatever happened in
+    /// between.)
+    ///
+    /// # Safety
+    /// The `n` buffers are out of the pool (taken, and not yet counted given), so `this` is
+    /// alive until they are counted; the caller does not touch the pool afterwards, which
+    /// this call may have freed.
     #[inline]
-    pub(super) fn push(&self, index: u32) {
-        self.push_chain(index, index, 1);
-    }
-
-    /// Push `n` buffers at once onto the freeing end: `first`, linked through `next` to
-    /// `last` (links the caller wrote with [`link`](Self::link)), in one compare-and-swap.
-    /// No other thread can see the chain's links before the swap publishes them. (No ABA
-    /// here: a push only ever links in front of the value it replaces, which is the list's
-    /// current first buffer whatever happened in between.)
-    #[inline]
-    pub(super) fn push_chain(&self, first: u32, last: u32, n: u32) {
-        let give = &self.give.0;
-        give.given.fetch_add(n as u64, Ordering::Relaxed);
+    pub(super) unsafe fn push_chain(this: NonNull<PoolInner>, first: u32, last: u32, n: u32) {
+        // SAFETY: alive until the count below (the caller's contract).
+        let inner = unsafe { this.as_ref() };
+        let give = &inner.give.0;
         let mut cur = give.list.load(Ordering::Relaxed);
         loop {
             let (old_first, old_last) = (cur as u32, (cur >> 32) as u32);
-            self.next[last as usize].store(old_first, Ordering::Relaxed);
+            inner.next[last as usize].store(old_first, Ordering::Relaxed);
             let tail = if old_first == NIL { last } else { old_last };
             let new = ((tail as u64) << 32) | first as u64;
             // Release: whatever was written into the buffers, and the chain's links, happen
             // before their next owner's reads.
             match give.list.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
+                Ok(_) => break,
                 Err(c) => cur = c,
             }
         }
+        // The last touch of the pool, through the counter alone (as `Arc`'s drop does):
+        // once these are counted, a pool without owners may be freed by another thread.
+        // AcqRel: a free that completes the count, or the last owner's, is ordered after
+        // every access to the pool's memory by the frees counted before it.
+        // SAFETY: still alive, as above; no reference to the rest of the pool is held now.
+        let given = unsafe { &(*this.as_ptr()).give.0.given };
+        if given.fetch_add(n as u64, Ordering::AcqRel).wrapping_add(n as u64) == BIAS {
+            // SAFETY: the last owner is gone and these were the last buffers out.
+            unsafe { PoolInner::dealloc(this) }
+        }
+    }
+
+    /// The last owner of `this` is going: no buffer will be taken again. Free the pool now
+    /// if every buffer is home, or leave it to the free that brings the last one back.
+    ///
+    /// # Safety
+    /// Called once, by the last owner, which does not touch the pool afterwards.
+    unsafe fn orphan(this: NonNull<PoolInner>) {
+        // SAFETY: alive: it has an owner until this returns.
+        let taken = unsafe { this.as_ref() }.take.0.taken.load(Ordering::Relaxed);
+        // SAFETY: as above; only the counter is borrowed from here on.
+        let given = unsafe { &(*this.as_ptr()).give.0.given };
+        // From here, `given` reaches BIAS exactly when the last buffer out comes home.
+        if given.fetch_add(BIAS - taken, Ordering::AcqRel).wrapping_add(BIAS - taken) == BIAS {
+            // SAFETY: no owner, and every buffer home.
+            unsafe { PoolInner::dealloc(this) }
+        }
+    }
+
+    /// Free the pool's memory (and drop its small class's owner).
+    ///
+    /// # Safety
+    /// No owner is left, every buffer is home, and nothing else will touch the pool.
+    unsafe fn dealloc(this: NonNull<PoolInner>) {
+        // SAFETY: made by `Box::leak` in `Pool::build`; the caller's contract says this is
+        // the one and last use.
+        let inner = unsafe { Box::from_raw(this.as_ptr()) };
+        #[cfg(test)]
+        if let Some(freed) = inner.freed.get() {
+            freed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        drop(inner);
     }
 
     /// Link free buffer `index` in front of `next` in a chain not yet on the free list.
@@ -561,7 +663,7 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // Every handle holds an Arc on the pool, so no buffer is in use here.
+        // The pool is freed only once every buffer is home, so none is in use here.
         #[cfg(target_os = "linux")]
         // SAFETY: mapped in `Region::new` with this length. munmap fails only for bad
         // arguments, which these are not; there is nothing to do about it in a destructor.
@@ -574,6 +676,14 @@ impl Drop for Region {
             std::alloc::dealloc(self.base.as_ptr(), std::alloc::Layout::from_size_align_unchecked(self.len, ALIGN))
         }
     }
+}
+
+/// Count `pool`'s deallocation in the returned counter (tests that watch who frees it).
+#[cfg(test)]
+pub(super) fn watch(pool: &Pool) -> Arc<std::sync::atomic::AtomicUsize> {
+    let freed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    assert!(pool.inner().freed.set(freed.clone()).is_ok(), "watched once");
+    freed
 }
 
 #[cfg(test)]
@@ -704,27 +814,51 @@ mod model {
     fn check(pop: fn(&PoolInner) -> Option<u32>) {
         loom::model(move || {
             let pool = Pool::new(PoolConfig { buffers: 3, buffer_size: 128, headroom: 0 }).unwrap();
-            let p = pool.inner.clone();
+            let home = pool.inner;
+            let p = pool.inner();
             let (a, b) = (p.pop().unwrap(), p.pop().unwrap());
             let freer = {
-                let p = p.clone();
+                let pool = pool.clone();
                 loom::thread::spawn(move || {
-                    p.refcnt[b as usize].store(0, Ordering::Relaxed);
-                    p.push(b);
+                    pool.inner().refcnt[b as usize].store(0, Ordering::Relaxed);
+                    // SAFETY: `b` is out, and `pool` owns the pool besides.
+                    unsafe { PoolInner::push_chain(pool.inner, b, b, 1) };
                 })
             };
             p.refcnt[a as usize].store(0, Ordering::Relaxed);
-            p.push(a);
+            // SAFETY: as above.
+            unsafe { PoolInner::push_chain(home, a, a, 1) };
             let mut got = Vec::new();
-            while let Some(i) = pop(&p) {
+            while let Some(i) = pop(p) {
                 got.push(i);
             }
             freer.join().unwrap();
-            while let Some(i) = pop(&p) {
+            while let Some(i) = pop(p) {
                 got.push(i);
             }
             got.sort_unstable();
             assert_eq!(got, [0, 1, 2], "a buffer was lost or handed out twice");
+        });
+    }
+
+    /// The last owner goes while another thread frees the last buffers out, one alone and
+    /// two in a chain: whatever the interleaving, the pool is freed exactly once, after
+    /// both.
+    #[test]
+    fn the_pool_is_freed_once_by_whoever_is_last() {
+        loom::model(|| {
+            let pool = Pool::new(PoolConfig { buffers: 3, buffer_size: 128, headroom: 0 }).unwrap();
+            let freed = watch(&pool);
+            let held: Vec<PBuf> = (0..3).map(|_| pool.alloc().unwrap()).collect();
+            let freer = loom::thread::spawn(move || {
+                let mut held = held.into_iter();
+                drop(held.next());
+                let mut chain = crate::buf::FreeChain::new();
+                held.for_each(|b| chain.put(b));
+            });
+            drop(pool);
+            freer.join().unwrap();
+            assert_eq!(freed.load(std::sync::atomic::Ordering::Relaxed), 1, "freed never, or twice");
         });
     }
 

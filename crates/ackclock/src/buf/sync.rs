@@ -4,10 +4,10 @@
 //! runtime's models use too.
 
 #[cfg(all(loom, test))]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(not(all(loom, test)))]
-pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// For the loom models' negative tests: run `model`, which must fail (loom found the
 /// interleaving the broken variant allows), with a panic message containing `expected`, so
