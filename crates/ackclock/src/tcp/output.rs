@@ -246,6 +246,11 @@ fn minshall_holds(tcb: &Tcb) -> bool {
 /// and a third of cwnd, so that a unit usually fits the window when its turn comes.
 pub(crate) fn send_unit(tcb: &Tcb, gso_max: usize) -> usize {
     let mss = tcb.eff_mss as usize;
+    // Without offload (or with too little of it for two segments) the unit is one MSS:
+    // neither the window nor cwnd (a call into congestion control) nor a division is needed.
+    if gso_max < 2 * mss {
+        return mss;
+    }
     let goal = gso_max.min(tcb.max_snd_wnd as usize / 2).min(tcb.cwnd() as usize / 3);
     (goal / mss).max(1) * mss
 }
