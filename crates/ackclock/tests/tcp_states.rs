@@ -1416,6 +1416,29 @@ fn no_buffer_space_when_the_pool_or_the_table_is_full() {
     assert_eq!(t.stack.tcp_send(c, &[6u8; 20_000]), Ok(4 * 1460));
 }
 
+/// A send whose bytes end exactly where a segment ends takes no buffer beyond that
+/// segment's: with 8 pbufs, 8 × 1460 bytes fill all 8, and no drop is counted (the send
+/// loop used to allocate a ninth buffer to offer it nothing, and count its failure as a
+/// drop). A one-segment send with one buffer left does the same.
+#[test]
+fn a_send_that_ends_on_a_segment_boundary_allocates_nothing_more() {
+    use ackclock::buf::PoolConfig;
+    use ackclock::phy::Capabilities;
+    let mut c = stack_config();
+    c.pool = PoolConfig { buffers: 8, ..Default::default() };
+    let mut t = Script::with_config(c, Capabilities::ethernet(1500));
+    let (_l, c) = established(&mut t);
+    assert_eq!(t.stack.tcp_send(c, &[5u8; 7 * 1460]), Ok(7 * 1460));
+    assert_eq!(t.stack.pool().available(), 1);
+    assert_eq!(t.stack.tcp_send(c, &[6u8; 1460]), Ok(1460));
+    assert_eq!((t.stack.pool().available(), t.stack.pool().exhausted_count()), (0, 0));
+    assert_eq!(t.stack.counters().drops_no_buffer, 0);
+    for i in 0..7u32 {
+        t.expect(1, seg(".").seq(1 + 1460 * i).ack(PEER_ISS + 1).win(WIN).len(1460));
+    }
+    t.expect(1, seg("P.").seq(1 + 1460 * 7).ack(PEER_ISS + 1).win(WIN).len(1460));
+}
+
 /// Per-socket buffer sizes (`SocketOptions`), RFC 9293 §3.8.6 and RFC 7323 §2.3: a
 /// listener's 4000-byte receive buffer is the SYN-ACK's whole window (no scaling needed:
 /// shift 0), and 4000 bytes from the peer close it (the ACK says window 0: at once, the
