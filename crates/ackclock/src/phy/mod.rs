@@ -36,7 +36,6 @@ pub use tun::{Tun, TunConfig};
 
 use crate::buf::PBuf;
 use crate::time::Instant;
-use std::collections::VecDeque;
 
 /// What a device can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,66 +143,99 @@ pub trait Wakeup: Send + Sync + core::fmt::Debug {
 }
 
 /// A bounded ring of frames, allocated once. Pushing onto a full batch hands the frame back.
+///
+/// Its slots are a power of two, so that a position is a mask, not a wrap-around test, and
+/// an empty slot is `None` (a frame handle has a niche, so a slot is one pointer wider than
+/// nothing): every frame in and out of the stack passes through two of these rings.
 #[derive(Debug)]
 pub struct Batch {
-    frames: VecDeque<PBuf>,
+    /// `slots.len()` is a power of two at least `capacity` (or 0 for the placeholder).
+    slots: Vec<Option<PBuf>>,
+    /// Slot of the front frame.
+    head: usize,
+    /// Frames held.
+    len: usize,
     capacity: usize,
 }
 
 impl Batch {
     /// A batch that holds at most `capacity` frames. Allocates now, never later.
     pub fn with_capacity(capacity: usize) -> Batch {
-        Batch { frames: VecDeque::with_capacity(capacity), capacity }
+        let slots = (0..capacity.next_power_of_two().max(1)).map(|_| None).collect();
+        Batch { slots, head: 0, len: 0, capacity }
     }
 
     /// A batch that holds nothing (no allocation): a placeholder while a batch is moved out.
     #[inline]
     pub const fn empty() -> Batch {
-        Batch { frames: VecDeque::new(), capacity: 0 }
+        Batch { slots: Vec::new(), head: 0, len: 0, capacity: 0 }
+    }
+
+    /// The slot `i` positions after the front.
+    #[inline]
+    fn slot(&mut self, i: usize) -> &mut Option<PBuf> {
+        let mask = self.slots.len().wrapping_sub(1);
+        &mut self.slots[(self.head + i) & mask]
     }
 
     /// Add a frame at the back; `Err(frame)` if the batch is full.
     #[inline]
     pub fn push(&mut self, frame: PBuf) -> Result<(), PBuf> {
-        if self.frames.len() >= self.capacity {
+        if self.len >= self.capacity {
             return Err(frame);
         }
-        self.frames.push_back(frame);
+        let len = self.len;
+        // The slot is empty (behind the last frame): nothing to drop.
+        let old = self.slot(len).replace(frame);
+        debug_assert!(old.is_none());
+        core::mem::forget(old);
+        self.len += 1;
         Ok(())
     }
 
     /// Take the frame at the front.
     #[inline]
     pub fn pop(&mut self) -> Option<PBuf> {
-        self.frames.pop_front()
+        if self.len == 0 {
+            return None;
+        }
+        let frame = self.slot(0).take();
+        self.head = (self.head + 1) & self.slots.len().wrapping_sub(1);
+        self.len -= 1;
+        frame
     }
 
     /// Put a frame back at the front (a device that could not take it after all).
     #[inline]
     pub fn push_front(&mut self, frame: PBuf) -> Result<(), PBuf> {
-        if self.frames.len() >= self.capacity {
+        if self.len >= self.capacity {
             return Err(frame);
         }
-        self.frames.push_front(frame);
+        self.head = self.head.wrapping_sub(1) & self.slots.len().wrapping_sub(1);
+        // The slot is empty (in front of the first frame): nothing to drop.
+        let old = self.slot(0).replace(frame);
+        debug_assert!(old.is_none());
+        core::mem::forget(old);
+        self.len += 1;
         Ok(())
     }
 
     /// Number of frames in the batch.
     #[inline]
     pub fn len(&self) -> usize {
-        self.frames.len()
+        self.len
     }
 
     /// Whether the batch holds no frames.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
+        self.len == 0
     }
 
     /// Whether the batch holds `capacity` frames, so a push would fail.
     #[inline]
     pub fn is_full(&self) -> bool {
-        self.frames.len() >= self.capacity
+        self.len >= self.capacity
     }
 
     /// Most frames the batch holds.
@@ -214,16 +246,73 @@ impl Batch {
     /// Room left.
     #[inline]
     pub fn remaining(&self) -> usize {
-        self.capacity - self.frames.len()
+        self.capacity - self.len
     }
 
     /// Iterate over the frames, front first.
     pub fn iter(&self) -> impl Iterator<Item = &PBuf> {
-        self.frames.iter()
+        let mask = self.slots.len().wrapping_sub(1);
+        (0..self.len).filter_map(move |i| self.slots[(self.head + i) & mask].as_ref())
     }
 
     /// Drop every frame (their buffers return to their pools).
     pub fn clear(&mut self) {
-        self.frames.clear();
+        while self.pop().is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Batch;
+    use crate::buf::{PBuf, Pool, PoolConfig};
+
+    fn frame(pool: &Pool, tag: u8) -> PBuf {
+        let mut b = pool.alloc().unwrap();
+        b.append(1).unwrap()[0] = tag;
+        b
+    }
+
+    fn tags(b: &Batch) -> Vec<u8> {
+        b.iter().map(|f| f.data()[0]).collect()
+    }
+
+    /// A ring of 3 frames (4 slots) used many times round: frames come out in the order
+    /// they went in, a full ring hands the frame back, a frame put back at the front comes
+    /// out first, and every buffer is back in the pool at the end.
+    #[test]
+    fn frames_come_out_in_order_round_the_ring() {
+        let pool = Pool::new(PoolConfig { buffers: 8, ..Default::default() }).unwrap();
+        let mut b = Batch::with_capacity(3);
+        assert_eq!((b.capacity(), b.len(), b.pop().is_none()), (3, 0, true));
+        let mut next = 0u8;
+        let mut want = 0u8;
+        for round in 0..20 {
+            while !b.is_full() {
+                b.push(frame(&pool, next)).unwrap();
+                next = next.wrapping_add(1);
+            }
+            assert_eq!(b.remaining(), 0);
+            let extra = b.push(frame(&pool, 0xff)).unwrap_err();
+            assert_eq!(extra.data(), [0xff], "a full batch hands the frame back");
+            drop(extra);
+            assert_eq!(tags(&b), [want, want.wrapping_add(1), want.wrapping_add(2)]);
+            // Take one or two, and put one back at the front now and then.
+            let f = b.pop().unwrap();
+            assert_eq!(f.data(), [want]);
+            if round % 3 == 0 {
+                b.push_front(f).unwrap();
+            } else {
+                want = want.wrapping_add(1);
+                if round % 2 == 0 {
+                    assert_eq!(b.pop().unwrap().data(), [want]);
+                    want = want.wrapping_add(1);
+                }
+            }
+        }
+        b.clear();
+        assert!(b.is_empty() && b.iter().next().is_none());
+        assert_eq!(pool.available(), 8);
+        let mut empty = Batch::empty();
+        assert!(empty.push(frame(&pool, 1)).is_err() && empty.pop().is_none() && empty.is_full());
     }
 }
