@@ -171,11 +171,15 @@ impl Batch {
         Batch { slots: Vec::new(), head: 0, len: 0, capacity: 0 }
     }
 
-    /// The slot `i` positions after the front.
+    /// The slot `i` positions after the front. Only for a batch with a capacity, which has
+    /// slots (every caller has checked that it holds a frame or has room for one).
     #[inline]
     fn slot(&mut self, i: usize) -> &mut Option<PBuf> {
-        let mask = self.slots.len().wrapping_sub(1);
-        &mut self.slots[(self.head + i) & mask]
+        debug_assert!(!self.slots.is_empty());
+        let at = (self.head + i) & self.slots.len().wrapping_sub(1);
+        // SAFETY: masked by `slots.len() - 1` with `slots.len()` a power of two (not zero,
+        // as above), so `at < slots.len()`.
+        unsafe { self.slots.get_unchecked_mut(at) }
     }
 
     /// Add a frame at the back; `Err(frame)` if the batch is full.
@@ -199,10 +203,11 @@ impl Batch {
         if self.len == 0 {
             return None;
         }
-        let frame = self.slot(0).take();
-        self.head = (self.head + 1) & self.slots.len().wrapping_sub(1);
+        let (i, mask) = (self.head, self.slots.len() - 1);
+        self.head = (i + 1) & mask;
         self.len -= 1;
-        frame
+        // SAFETY: `head` is always masked, and a batch that holds a frame has slots.
+        unsafe { self.slots.get_unchecked_mut(i) }.take()
     }
 
     /// Put a frame back at the front (a device that could not take it after all).
