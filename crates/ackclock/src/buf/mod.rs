@@ -312,12 +312,15 @@ impl PBuf {
         if n > self.tailroom() {
             return Err(BufError::NoTailroom);
         }
-        if !self.is_unique() {
-            return Err(BufError::Shared);
-        }
         let start = (self.head + self.len) as usize;
+        // Checks that the buffer is unshared (before the view grows: an error changes nothing).
+        let bytes = self.bytes_mut(start, n)?;
+        let bytes = core::ptr::NonNull::from(bytes);
         self.len += n as u32;
-        self.bytes_mut(start, n)
+        // SAFETY: the bytes `bytes_mut` just handed out, in this handle's buffer, which is
+        // unshared and borrowed mutably for the returned lifetime; growing `len` in between
+        // touched no byte of the buffer.
+        Ok(unsafe { &mut *bytes.as_ptr() })
     }
 
     /// Append a copy of `src`, summing it during the copy (the single copy of Dalton et al. 1993), and
