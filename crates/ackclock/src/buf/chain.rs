@@ -19,7 +19,8 @@ use core::sync::atomic::{fence, Ordering};
 
 /// A chain of freed buffers of one pool, not yet on its free list (see the module
 /// documentation). Empty, it holds nothing; its pool stays alive while it holds buffers,
-/// which are not back yet. Buffers of another pool than the chain's flush the chain first and begin a new one.
+/// which are not back yet. Buffers of another pool than the chain's flush the chain first
+/// and begin a new one.
 #[derive(Default)]
 pub struct FreeChain {
     /// The pool of the chained buffers: `Some` exactly when `n > 0`.

@@ -145,8 +145,8 @@ pub trait Wakeup: Send + Sync + core::fmt::Debug {
 /// A bounded ring of frames, allocated once. Pushing onto a full batch hands the frame back.
 ///
 /// Its slots are a power of two, so that a position is a mask, not a wrap-around test, and
-/// an empty slot is `None` (a frame handle has a niche, so a slot is one pointer wider than
-/// nothing): every frame in and out of the stack passes through two of these rings.
+/// an empty slot is `None` (a frame handle's pointer has a niche, so a slot is no larger
+/// than a handle): every frame in and out of the stack passes through two of these rings.
 #[derive(Debug)]
 pub struct Batch {
     /// `slots.len()` is a power of two at least `capacity` (or 0 for the placeholder).
