@@ -15,7 +15,6 @@ use super::pool::{PoolInner, NIL};
 use super::PBuf;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
 
 /// A chain of freed buffers of one pool, not yet on its free list (see the module
 /// documentation). Empty, it holds nothing; its pool stays alive while it holds buffers,
@@ -58,15 +57,11 @@ impl FreeChain {
         // saves.
         let buf = ManuallyDrop::new(buf);
         let (home, i) = (buf.home, buf.index);
-        let pool = buf.inner();
-        // As `PBuf::drop`: Release so our reads of the bytes happen before the next owner's
-        // writes, and an Acquire fence for the last handle.
-        if pool.refcnt[i as usize].fetch_sub(1, Ordering::Release) != 1 {
+        if !buf.release_ref() {
             return;
         }
-        fence(Ordering::Acquire);
         if self.pool == Some(home) {
-            pool.link(i, self.first);
+            buf.inner().link(i, self.first);
             self.first = i;
             self.n += 1;
             return;
@@ -121,6 +116,7 @@ impl core::fmt::Debug for FreeChain {
 mod tests {
     use super::super::{Pool, PoolConfig};
     use super::*;
+    use std::sync::atomic::Ordering;
 
     fn pool(n: usize) -> Pool {
         Pool::new(PoolConfig { buffers: n, buffer_size: 256, headroom: 64 }).unwrap()

@@ -214,11 +214,37 @@ impl PBuf {
         if !self.is_unique() {
             return Err(BufError::Shared);
         }
+        // SAFETY: unshared, just checked; in bounds (the callers check).
+        Ok(unsafe { self.bytes_unshared(start, len) })
+    }
+
+    /// Bytes of the buffer at `[start, start + len)` (buffer offsets), without asking again
+    /// whether it is shared: for callers that just asked (a header written in front of every
+    /// frame sent, or bytes appended, should not pay for it twice).
+    ///
+    /// # Safety
+    /// [`is_unique`](Self::is_unique) returned true for this handle since it last could have
+    /// been shared, and `start + len` is within the buffer.
+    #[inline]
+    unsafe fn bytes_unshared(&mut self, start: usize, len: usize) -> &mut [u8] {
         debug_assert!(start + len <= self.inner().buffer_size as usize);
-        // SAFETY: in bounds (callers check against head/len/buffer_size); this handle is the
-        // only one (refcount 1, Acquire pairs with the Release of dropped handles), and it is
-        // borrowed mutably for the returned lifetime, so it cannot be shared meanwhile.
-        unsafe { Ok(core::slice::from_raw_parts_mut(self.inner().buffer_ptr(self.index).add(start), len)) }
+        // SAFETY: in bounds (the caller's contract); this handle is the only one (refcount
+        // 1, Acquire pairs with the Release of dropped handles), and it is borrowed mutably
+        // for the returned lifetime, so it cannot be shared meanwhile.
+        unsafe { core::slice::from_raw_parts_mut(self.inner().buffer_ptr(self.index).add(start), len) }
+    }
+
+    /// Give up this handle's reference to its buffer; whether it was the last, so that the
+    /// buffer is free and goes back to its pool (the caller's to do: `PBuf`'s drop, or a
+    /// `FreeChain`). As `Arc::drop`: Release so our reads of the bytes happen before the
+    /// next owner's writes, and an Acquire fence for the last handle.
+    #[inline]
+    fn release_ref(&self) -> bool {
+        if self.inner().refcnt[self.index as usize].fetch_sub(1, Ordering::Release) != 1 {
+            return false;
+        }
+        fence(Ordering::Acquire);
+        true
     }
 
     /// Whether this is the only handle to its buffer.
@@ -298,11 +324,9 @@ impl PBuf {
         self.head -= n as u32;
         self.len += n as u32;
         let head = self.head as usize;
-        // SAFETY: as in `bytes_mut`, whose uniqueness test was just made (a header written
-        // in front of every frame sent should not pay for it twice): in bounds (the new head
-        // is at or after the buffer's start, and `n` bytes end at the old head); this handle
-        // is the only one, borrowed mutably for the returned lifetime.
-        unsafe { Ok(core::slice::from_raw_parts_mut(self.inner().buffer_ptr(self.index).add(head), n)) }
+        // SAFETY: unshared, just checked; in bounds (the new head is at or after the
+        // buffer's start, and `n` bytes end at the old head).
+        Ok(unsafe { self.bytes_unshared(head, n) })
     }
 
     /// Grow the data by `n` bytes at the end and return them. The bytes hold whatever the
@@ -312,15 +336,13 @@ impl PBuf {
         if n > self.tailroom() {
             return Err(BufError::NoTailroom);
         }
+        if !self.is_unique() {
+            return Err(BufError::Shared);
+        }
         let start = (self.head + self.len) as usize;
-        // Checks that the buffer is unshared (before the view grows: an error changes nothing).
-        let bytes = self.bytes_mut(start, n)?;
-        let bytes = core::ptr::NonNull::from(bytes);
         self.len += n as u32;
-        // SAFETY: the bytes `bytes_mut` just handed out, in this handle's buffer, which is
-        // unshared and borrowed mutably for the returned lifetime; growing `len` in between
-        // touched no byte of the buffer.
-        Ok(unsafe { &mut *bytes.as_ptr() })
+        // SAFETY: unshared, just checked; in bounds (`n` fits the tailroom).
+        Ok(unsafe { self.bytes_unshared(start, n) })
     }
 
     /// Append a copy of `src`, summing it during the copy (the single copy of Dalton et al. 1993), and
@@ -424,10 +446,7 @@ impl PBuf {
 impl Drop for PBuf {
     #[inline]
     fn drop(&mut self) {
-        // As `Arc::drop`: Release so our reads of the bytes happen before the next owner's
-        // writes; the last handle takes an Acquire fence before recycling.
-        if self.inner().refcnt[self.index as usize].fetch_sub(1, Ordering::Release) == 1 {
-            fence(Ordering::Acquire);
+        if self.release_ref() {
             // SAFETY: the buffer is ours alone and still out, so the pool is alive; the
             // push is this handle's last touch of it.
             unsafe { PoolInner::push_chain(self.home, self.index, self.index, 1) };

@@ -223,11 +223,16 @@ impl Pool {
         Pool::build(config, None)
     }
 
+    /// Bytes per buffer for `config`: its size rounded up to a cache line.
+    fn buffer_bytes(config: &PoolConfig) -> Result<usize, PoolConfigError> {
+        config.buffer_size.checked_next_multiple_of(ALIGN).ok_or(PoolConfigError::BadSize)
+    }
+
     fn build(config: PoolConfig, small: Option<Pool>) -> Result<Pool, PoolConfigError> {
         if config.buffers == 0 || config.buffers >= NIL as usize {
             return Err(PoolConfigError::BadCount);
         }
-        let size = config.buffer_size.checked_next_multiple_of(ALIGN).ok_or(PoolConfigError::BadSize)?;
+        let size = Pool::buffer_bytes(&config)?;
         if config.headroom >= size || size > u32::MAX as usize {
             return Err(PoolConfigError::BadSize);
         }
@@ -267,7 +272,7 @@ impl Pool {
     /// frame is laid out the same in either.
     pub fn with_small_class(large: PoolConfig, small: PoolConfig) -> Result<Pool, PoolConfigError> {
         let small = Pool::new(small)?;
-        let size = large.buffer_size.checked_next_multiple_of(ALIGN).ok_or(PoolConfigError::BadSize)?;
+        let size = Pool::buffer_bytes(&large)?;
         if small.buffer_size() >= size || small.headroom() != large.headroom {
             return Err(PoolConfigError::BadSize);
         }
@@ -524,14 +529,26 @@ impl PoolInner {
                 Err(c) => cur = c,
             }
         }
-        // The last touch of the pool, through the counter alone (as `Arc`'s drop does):
-        // once these are counted, a pool without owners may be freed by another thread.
-        // AcqRel: a free that completes the count, or the last owner's, is ordered after
-        // every access to the pool's memory by the frees counted before it.
-        // SAFETY: still alive, as above; no reference to the rest of the pool is held now.
+        // SAFETY: still alive, as above, and this is the free's last touch of the pool.
+        unsafe { PoolInner::add_given(this, n as u64) }
+    }
+
+    /// Add `n` to `given`, as the caller's last touch of the pool `this` (through the
+    /// counter alone, as `Arc`'s drop does): once added, a pool without owners may be freed
+    /// by another thread. Whoever makes `given` reach `BIAS` frees it: the free that brings
+    /// the last buffer home, or the last owner (see the module documentation). AcqRel: the
+    /// one that frees is ordered after every access to the pool's memory by those that added
+    /// before it.
+    ///
+    /// # Safety
+    /// `this` is alive (an owner, or buffers out not yet counted), and the caller does not
+    /// touch it afterwards.
+    #[inline]
+    unsafe fn add_given(this: NonNull<PoolInner>, n: u64) {
+        // SAFETY: alive (the caller's contract); only the counter is borrowed.
         let given = unsafe { &(*this.as_ptr()).give.0.given };
-        if given.fetch_add(n as u64, Ordering::AcqRel).wrapping_add(n as u64) == BIAS {
-            // SAFETY: the last owner is gone and these were the last buffers out.
+        if given.fetch_add(n, Ordering::AcqRel).wrapping_add(n) == BIAS {
+            // SAFETY: no owner is left and every buffer is home.
             unsafe { PoolInner::dealloc(this) }
         }
     }
@@ -544,13 +561,9 @@ impl PoolInner {
     unsafe fn orphan(this: NonNull<PoolInner>) {
         // SAFETY: alive: it has an owner until this returns.
         let taken = unsafe { this.as_ref() }.take.0.taken.load(Ordering::Relaxed);
-        // SAFETY: as above; only the counter is borrowed from here on.
-        let given = unsafe { &(*this.as_ptr()).give.0.given };
         // From here, `given` reaches BIAS exactly when the last buffer out comes home.
-        if given.fetch_add(BIAS - taken, Ordering::AcqRel).wrapping_add(BIAS - taken) == BIAS {
-            // SAFETY: no owner, and every buffer home.
-            unsafe { PoolInner::dealloc(this) }
-        }
+        // SAFETY: alive, and this is the last owner's last touch of it.
+        unsafe { PoolInner::add_given(this, BIAS - taken) }
     }
 
     /// Free the pool's memory (and drop its small class's owner).
