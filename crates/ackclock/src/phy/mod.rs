@@ -182,18 +182,23 @@ impl Batch {
         unsafe { self.slots.get_unchecked_mut(at) }
     }
 
+    /// Put `frame` into the empty slot `i` positions after the front (behind the last
+    /// frame, or just in front of the first) and count it: nothing is there to drop.
+    #[inline]
+    fn fill(&mut self, i: usize, frame: PBuf) {
+        let old = self.slot(i).replace(frame);
+        debug_assert!(old.is_none());
+        core::mem::forget(old);
+        self.len += 1;
+    }
+
     /// Add a frame at the back; `Err(frame)` if the batch is full.
     #[inline]
     pub fn push(&mut self, frame: PBuf) -> Result<(), PBuf> {
         if self.len >= self.capacity {
             return Err(frame);
         }
-        let len = self.len;
-        // The slot is empty (behind the last frame): nothing to drop.
-        let old = self.slot(len).replace(frame);
-        debug_assert!(old.is_none());
-        core::mem::forget(old);
-        self.len += 1;
+        self.fill(self.len, frame);
         Ok(())
     }
 
@@ -217,11 +222,7 @@ impl Batch {
             return Err(frame);
         }
         self.head = self.head.wrapping_sub(1) & self.slots.len().wrapping_sub(1);
-        // The slot is empty (in front of the first frame): nothing to drop.
-        let old = self.slot(0).replace(frame);
-        debug_assert!(old.is_none());
-        core::mem::forget(old);
-        self.len += 1;
+        self.fill(0, frame);
         Ok(())
     }
 
