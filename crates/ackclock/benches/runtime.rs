@@ -70,6 +70,9 @@ struct Counts {
     lock_contended: f64,
     segs_in: f64,
     segs_out: f64,
+    /// Data segments whose checksum was checked in a pass of its own, ahead of the reader's
+    /// copy (`csum_verified_early`): an ACK had to go out before the copy.
+    early: f64,
     /// `read` calls on the receiver's side, `write` calls on the sender's.
     calls: f64,
 }
@@ -85,7 +88,8 @@ struct Run {
 
 fn counts(rt: &Runtime, calls: u64, mb: f64) -> Counts {
     let s = rt.stats();
-    let (segs_in, segs_out) = rt.with_stack(|st| (st.counters().segs_in, st.counters().segs_out));
+    let (segs_in, segs_out, early) =
+        rt.with_stack(|st| (st.counters().segs_in, st.counters().segs_out, st.tcp().counters().csum_verified_early));
     let per = |x: u64| x as f64 / mb;
     Counts {
         rounds: per(s.rounds),
@@ -98,6 +102,7 @@ fn counts(rt: &Runtime, calls: u64, mb: f64) -> Counts {
         lock_contended: per(s.lock_contended),
         segs_in: per(segs_in),
         segs_out: per(segs_out),
+        early: per(early),
         calls: per(calls),
     }
 }
@@ -202,7 +207,7 @@ fn main() {
         println!(
             "  {side:>8} per MB: {:.0} rounds ({:.0} in the application thread), {:.0} sleeps, {:.0} eventfd signals, {:.0} app-thread waits, \
              {:.0} polls ({:.0} timed out), \
-             {:.0} contended locks, {:.0} {} calls, {:.0} segments in, {:.0} out",
+             {:.0} contended locks, {:.0} {} calls, {:.0} segments in ({:.0} checked ahead of the copy), {:.0} out",
             c.rounds,
             c.app_rounds,
             c.sleeps,
@@ -214,6 +219,7 @@ fn main() {
             c.calls,
             if side == "sender" { "write" } else { "read" },
             c.segs_in,
+            c.early,
             c.segs_out
         );
     }
