@@ -232,7 +232,11 @@ pub(super) enum Part {
     /// Only the input (and the wake-ups it causes): the caller runs the output later,
     /// after its own copy ([`Shared::watch_round`]).
     Input,
-    /// Only the output, without reading the device ([`Shared::push_output`]).
+    /// Only the output, without reading the device ([`Shared::push_output`]). Only over a
+    /// TAP or TUN: the round clears `WANTED` without reading the device, which is harmless
+    /// where a descriptor stays readable while frames wait, but the in-memory pipe rings
+    /// only when its queue goes from empty to not empty, so frames whose ring such a round
+    /// took would wait for a timer (BENCHMARKS.md, "The reader's ACK after its copy").
     Output,
 }
 
