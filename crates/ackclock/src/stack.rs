@@ -404,6 +404,19 @@ impl Stack {
         self.tcp.output_dirty(now, io);
     }
 
+    /// [`dispatch`](Self::dispatch), except the output of the connection in slot `hold`,
+    /// which stays pending: the runtime's blocking reader over the pipe sends it after its
+    /// copy, which checks the checksums (Jacobson 1993). Returns whether that connection had
+    /// output pending. (Its timers still run, and may send for it.)
+    pub(crate) fn dispatch_holding(&mut self, now: Instant, hold: u32) -> bool {
+        let held = self.tcp.unlist_dirty(hold);
+        self.dispatch(now);
+        if held {
+            self.tcp.relist_dirty(hold);
+        }
+        held
+    }
+
     /// The frames waiting for the device (for callers that move them themselves, and for
     /// packet-level tests).
     pub fn tx_ring(&mut self) -> &mut Batch {

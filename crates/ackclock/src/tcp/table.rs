@@ -121,6 +121,23 @@ impl Tcp {
         }
     }
 
+    /// Take the connection in slot `idx` off the list of connections with output pending,
+    /// for one dispatch that must not send for it (`Stack::dispatch_holding`); it stays
+    /// marked, so nothing lists it twice meanwhile. `true` if it was listed.
+    pub(crate) fn unlist_dirty(&mut self, idx: u32) -> bool {
+        let Some(pos) = self.dirty.iter().position(|&d| d == idx) else { return false };
+        self.dirty.remove(pos);
+        true
+    }
+
+    /// List again a connection [`unlist_dirty`](Self::unlist_dirty) took off, if it is still
+    /// there and marked.
+    pub(crate) fn relist_dirty(&mut self, idx: u32) {
+        if self.tcb(idx).is_some_and(|t| t.dirty) {
+            self.dirty.push(idx);
+        }
+    }
+
     /// Put the connection's earliest timer on the wheel. Lazily: if the wheel already holds
     /// the connection at or before that time, it stays (the RTO moves later on every ACK;
     /// an early wake-up finds nothing due and files the real time then), so the common ACK
