@@ -51,6 +51,10 @@ fn cwnd(t: &Script, c: TcpHandle) -> u32 {
     t.stack.tcp_info(c).unwrap().cwnd
 }
 
+/// The send buffer of the tests that fill it (their `feed`): 256 KiB leaves the scripts' 512
+/// buffers room for the frames they inject (the default queues two windows, 512 KiB).
+const FILLED_SEND_BUFFER: usize = 256 * 1024;
+
 /// RFC 5681 §3.1 with RFC 3465 (L = 2 SMSS) and RFC 6928: the initial window is 10
 /// segments; each ACK of one segment in slow start grows cwnd by one SMSS, letting two new
 /// segments out — the window doubles every round trip.
@@ -735,6 +739,7 @@ fn cubic_after_hystart_exit_starts_the_curve_at_cwnd() {
     config.congestion = Algorithm::Cubic { hystart: true };
     // With RTTs this steady RTTVAR vanishes; keep the retransmission timer out of the way.
     config.rtt.min_rto = ackclock::time::Duration::from_secs(3);
+    config.send_buffer = FILLED_SEND_BUFFER;
     let mut t = Script::new(config);
     let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     // MSS 1012 less 12 bytes of timestamps: 1000-byte segments.
@@ -837,6 +842,7 @@ impl CubicPeer {
         config.congestion = Algorithm::Cubic { hystart: false };
         // The RTTs here do not vary, so RTTVAR vanishes: keep the timer out of the way.
         config.rtt.min_rto = ackclock::time::Duration::from_millis(3 * rtt.max(100));
+        config.send_buffer = FILLED_SEND_BUFFER;
         let (t, c) = established_with(config, false);
         let mut p = CubicPeer { now: t.ms(), t, c, rtt, flight: vec![] };
         p.feed();

@@ -50,7 +50,13 @@ pub struct TcpConfig {
     /// Receive buffer per connection, bytes. It bounds the advertised window, so the
     /// window-scale shift derives from it.
     pub recv_buffer: usize,
-    /// Send buffer per connection, bytes.
+    /// Send buffer per connection, bytes: a bound on queued data, not memory set aside. The
+    /// default is twice the default receive buffer, so that a writer can queue the next
+    /// window while the last is in flight, as Linux's send-buffer autotuning keeps about twice
+    /// the congestion window (`tcp_sndbuf_expand`). With a send buffer only the size of the
+    /// peer's window, a peer that acknowledges after its reader copied (the runtime's
+    /// readers) holds the writer until then, and the two take turns instead of copying at the
+    /// same time.
     pub send_buffer: usize,
     /// Disable Nagle's algorithm (RFC 9293 §3.7.4).
     pub nodelay: bool,
@@ -118,7 +124,7 @@ impl Default for TcpConfig {
             timestamps: true,
             sack: true,
             recv_buffer: 256 * 1024,
-            send_buffer: 256 * 1024,
+            send_buffer: 512 * 1024,
             nodelay: false,
             delayed_ack: Duration::from_millis(40),
             quick_acks: true,
