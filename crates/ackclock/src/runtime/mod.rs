@@ -90,6 +90,32 @@
 //! verified, and a segment that fails its checksum is dropped without changing any
 //! connection state or losing good data behind it.
 //!
+//! **The reader's ACK after its copy.** An ACK must not cover data whose checksum is
+//! unchecked, so a round that acknowledges frames before the reader has copied them checks
+//! each in a pass of its own, and the copy is then a plain one: the payload is read twice.
+//! So the reader's own connection sends its ACK after the copy. Over a TAP or TUN the
+//! watcher's round runs in two halves (`watch`): the input, then after the copy the output.
+//! Over the in-memory pipe every round a blocking reader runs (polling, or answering a
+//! ring as it leaves its call) is whole except for its own connection, whose output stays
+//! pending (`Part::Hold`); the thread *owes* it, and after its copy a round's output part
+//! sends the ACK and the window update in one segment. Other connections' output is not
+//! held: with eight streams, a reader that held every connection's output until its own
+//! copy ended cost their writers about a sixth of their throughput. Nor is anything held
+//! while other application threads are inside calls of the same runtime: the reader may then
+//! wait for a core between its round and its copy, and its writer with it. The output round is
+//! followed by one that reads the device (holding again), because the output round took the
+//! ring's flag without reading the device and the pipe rings only when its queue goes from
+//! empty to not empty (a loom model in `rounds` shows the frame lost otherwise). Frames
+//! that arrive during the copy are taken in when the call ends, and their ACK waits for the
+//! next copy. A call that ends owing output it cannot pay yet (data left unread) hands off:
+//! the protocol thread runs a round within `watch::HANDOFF` unless the thread comes back
+//! first; no thread sleeps owing. An ACK after the copy holds the writer's buffers until the
+//! reader has copied, so it pays only if the writer can queue the next window meanwhile:
+//! hence a default send buffer of two windows
+//! ([`TcpConfig::send_buffer`](crate::tcp::TcpConfig)). A reader that is away from its calls
+//! when frames arrive leaves them to the protocol thread, whose rounds are whole. BENCHMARKS.md
+//! ("The reader's ACK after its copy") has the figures.
+//!
 //! The alternative was a lock-free handoff of buffer handles into per-socket queues that
 //! readers drain without the stack's lock. We did not take it because of the deferred
 //! receive checksum: by the time a reader verifies a segment and finds it bad, the protocol

@@ -103,10 +103,26 @@ fn wait_cv<'a>(
     call: &mut Call<'a>,
 ) -> io::Result<MutexGuard<'a, Inner>> {
     let shared = call.shared;
+    if owes(shared) {
+        // No thread sleeps while it owes a round's output (the ACK of what it copied): send
+        // it, and try the call again.
+        drop(g);
+        let _ = match call.split {
+            Some(slot) => pay_held(shared, slot),
+            None => pay(shared),
+        };
+        let g = shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        return Ok(g);
+    }
     if !call.polled && shared.polls() {
         call.polled = true;
         drop(g);
-        shared.poll();
+        if shared.poll(call.split) {
+            OWED.set(shared as *const Shared as usize);
+        }
         let g = shared.lock();
         if g.closed {
             return Err(aborted());
@@ -127,7 +143,7 @@ fn wait_cv<'a>(
         Some(left) => cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0,
     };
     if call.present {
-        // Present again; the call's own guard (`read_impl`, `write_impl`) leaves at its end.
+        // Present again; the call leaves when it ends (`Call::drop`).
         std::mem::forget(shared.arrive());
     }
     if g.closed {
@@ -191,7 +207,7 @@ fn wait_watching<'a>(
     };
     me.drain();
     if call.present {
-        // Present again; the call's own guard leaves at its end.
+        // Present again; the call leaves when it ends (`Call::drop`).
         std::mem::forget(shared.arrive());
     }
     if ready & 2 != 0 && shared.watch.owns(me.id) {
@@ -220,14 +236,19 @@ pub(super) struct Call<'a> {
     /// The caller's socket still has data to read: an output this thread owes waits for
     /// its next call (see [`OWED`]).
     more: bool,
+    /// A blocking read over the in-memory pipe, of the connection in this slot: the rounds
+    /// the call runs hold that connection's output, which waits for the copy (see
+    /// [`OWED`]).
+    split: Option<u32>,
 }
 
 std::thread_local! {
     /// The runtime (its `Shared`'s address; 0: none) whose round's output this thread owes:
-    /// it ran a round's input (`Shared::watch_round`) and runs the output after its copy
-    /// (`watch`, "Window updates"): before it sleeps, or when a call ends with nothing left
-    /// to read; a call that ends with more to read hands off instead (the protocol thread
-    /// runs a round within `watch::HANDOFF` unless this thread comes back first).
+    /// it ran a round's input (`Shared::watch_round`, or over the pipe a blocking reader's
+    /// rounds) and runs the output after its copy (`watch`, "Window updates"): before it
+    /// sleeps, or when a call ends with nothing left to read; a call that ends with more to
+    /// read hands off instead (the protocol thread runs a round within `watch::HANDOFF`
+    /// unless this thread comes back first).
     static OWED: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
@@ -242,9 +263,26 @@ fn pay(shared: &Shared) -> bool {
     shared.push_output()
 }
 
+/// [`pay`] for a blocking reader over the pipe of the connection in `slot`: the rounds after
+/// the output (for frames that arrived meanwhile) hold that connection's output again, and
+/// the thread owes it in turn.
+fn pay_held(shared: &Shared, slot: u32) -> bool {
+    OWED.set(0);
+    let Some(owed) = shared.push_output_held(slot) else { return false };
+    if owed {
+        OWED.set(shared as *const Shared as usize);
+    }
+    true
+}
+
 impl<'a> Call<'a> {
+    /// A call; with `present`, the thread is present until the call ends (`rounds::Bell`:
+    /// rings do not signal the protocol thread meanwhile, and the call answers them).
     pub(super) fn new(shared: &'a Shared, deadline: Option<StdInstant>, polled: bool, present: bool) -> Call<'a> {
-        Call { shared, deadline, polled, present, watch: 0, more: false }
+        if present {
+            std::mem::forget(shared.arrive());
+        }
+        Call { shared, deadline, polled, present, watch: 0, more: false, split: None }
     }
 }
 
@@ -255,12 +293,29 @@ impl Drop for Call<'_> {
         if owes(self.shared) {
             if self.more {
                 self.shared.hand_off();
+            } else if let Some(slot) = self.split {
+                if pay_held(self.shared, slot) && owes(self.shared) {
+                    self.shared.hand_off();
+                }
             } else {
                 let _ = pay(self.shared);
             }
         }
         if self.watch != 0 && self.shared.watch.release(self.watch) {
             self.shared.maybe_hand_off();
+        }
+        if let (Some(slot), true) = (self.split, self.present) {
+            // A reader over the pipe leaves after its output, which read no frames: frames
+            // that came during its copy are taken in here, and their ACK waits for the copy
+            // of its next call, as for a reader that left data unread.
+            self.present = false;
+            if self.shared.leave_held(slot) {
+                OWED.set(self.shared as *const Shared as usize);
+                self.shared.hand_off();
+            }
+        }
+        if self.present {
+            self.shared.leave(true);
         }
     }
 }
@@ -427,6 +482,12 @@ impl TcpStream {
                         let asked = g.waits.slot(self.slot).map_or(0, |w| w.replies);
                         drop(g);
                         shared.window_update_and_wait(self.slot, asked);
+                    } else if wait_reply && shared.polls() {
+                        // A blocking reader over the pipe: the request goes with the output
+                        // its call owes, after its copy (`Call::drop`).
+                        drop(g);
+                        shared.requests.post(self.slot);
+                        OWED.set(shared as *const Shared as usize);
                     } else {
                         drop(g);
                         shared.post_window_update(self.slot, wait_reply && shared.app_run);
@@ -442,8 +503,10 @@ impl TcpStream {
 
     fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
         let shared = &*self.shared;
-        let _present = shared.app_run.then(|| shared.arrive());
         let mut call = Call::new(shared, self.deadline(&self.read_timeout), false, shared.app_run);
+        if shared.polls() {
+            call.split = Some(self.slot);
+        }
         let mut g = shared.lock();
         loop {
             match self.try_read(g, buf, true, &mut call.more) {
@@ -501,7 +564,6 @@ impl TcpStream {
 
     fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
         let shared = &*self.shared;
-        let _present = shared.app_run.then(|| shared.arrive());
         let mut call = Call::new(shared, self.deadline(&self.write_timeout), false, shared.app_run);
         let mut g = shared.lock();
         loop {
@@ -654,7 +716,7 @@ impl Shared {
         }
         drop(g);
         if self.app_run {
-            // Present again; `read_impl`'s guard leaves when the call ends.
+            // Present again; the call leaves when it ends (`Call::drop`).
             std::mem::forget(self.arrive());
         }
     }

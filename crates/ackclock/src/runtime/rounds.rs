@@ -165,6 +165,12 @@ impl Word {
     pub(crate) fn present(&self) -> bool {
         self.0.load(Ordering::SeqCst) & !(WANTED | RUNNING | PARKED) != 0
     }
+
+    /// Whether more than `own` presences are counted (the caller's own are `own`): other
+    /// application threads are inside calls.
+    pub(crate) fn others_present(&self, own: u32) -> bool {
+        (self.0.load(Ordering::Relaxed) & !(WANTED | RUNNING | PARKED)) / POLLER > own
+    }
 }
 
 /// Who runs the next round, and the protocol thread's eventfd for when nobody does.
@@ -211,6 +217,11 @@ pub(super) struct Outcome {
     pub more: bool,
     /// The device pushed back: frames wait in the engine's transmit batch.
     pub blocked: bool,
+    /// The round read frames from the device or took window-update requests: if it ran its
+    /// input only, it left output to send.
+    pub input: bool,
+    /// A [`Part::Hold`] round left the held connection's output pending.
+    pub held: bool,
 }
 
 /// One round, in whichever thread runs it: the device and the round's buffers, boxed once
@@ -232,12 +243,16 @@ pub(super) enum Part {
     /// Only the input (and the wake-ups it causes): the caller runs the output later,
     /// after its own copy ([`Shared::watch_round`]).
     Input,
-    /// Only the output, without reading the device ([`Shared::push_output`]). Only over a
-    /// TAP or TUN: the round clears `WANTED` without reading the device, which is harmless
-    /// where a descriptor stays readable while frames wait, but the in-memory pipe rings
-    /// only when its queue goes from empty to not empty, so frames whose ring such a round
-    /// took would wait for a timer (BENCHMARKS.md, "The reader's ACK after its copy").
+    /// Only the output, without reading the device ([`Shared::push_output`]). The round
+    /// clears `WANTED` without reading the device: harmless over a TAP or TUN, whose
+    /// descriptor stays readable while frames wait, but the in-memory pipe rings only when
+    /// its queue goes from empty to not empty, so there a round that reads must follow
+    /// ([`Shared::push_output_held`]).
     Output,
+    /// The whole round except the output of the connection in this slot, which stays
+    /// pending: a blocking reader over the pipe sends it after its copy (the runtime's module
+    /// documentation, "The reader's ACK after its copy").
+    Hold(u32),
 }
 
 /// The device and what a round needs besides the stack.
@@ -258,6 +273,8 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
         let more_rx = self.rx.is_full();
         // Requests are marked done here, before any window is computed (see `wnd_update`).
         shared.requests.take(&mut self.taken);
+        let input = !self.rx.is_empty() || !self.taken.is_empty();
+        let held;
         let (next, ring_full) = {
             let mut g = shared.lock();
             let inner = &mut *g;
@@ -280,9 +297,14 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
             if inner.closed {
                 inner.stack.reset_all();
             }
-            if part != Part::Input {
-                inner.stack.dispatch(now);
-            }
+            held = match part {
+                Part::Input => false,
+                Part::Hold(slot) => inner.stack.dispatch_holding(now, slot),
+                _ => {
+                    inner.stack.dispatch(now);
+                    false
+                }
+            };
             if shared.lingering.load(Ordering::Relaxed) && super::stop::drained(&inner.stack) {
                 shared.drained.notify_all();
             }
@@ -301,7 +323,7 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.last = Outcome { next, more: more_rx || ring_full, blocked: !self.tx.is_empty() };
+        self.last = Outcome { next, more: more_rx || ring_full, blocked: !self.tx.is_empty(), input, held };
         self.last
     }
 
@@ -329,38 +351,51 @@ impl Shared {
     /// Run rounds in this thread until nobody wants one, unless another thread already runs
     /// them (it will see what this thread wanted). `false` if another thread runs them.
     pub(super) fn run_rounds(&self, app: bool) -> bool {
-        self.run_rounds_with(app, Part::Whole)
+        self.run_rounds_with(app, Part::Whole, Part::Whole).is_some()
     }
 
-    /// [`run_rounds`](Self::run_rounds), the first round only the `part` given (every
-    /// round, for [`Part::Input`]).
-    fn run_rounds_with(&self, app: bool, mut part: Part) -> bool {
+    /// [`run_rounds`](Self::run_rounds), the first round only the part `part` says, the
+    /// others the part `then` says. `None` if another thread runs rounds, else whether a
+    /// round left output owed: an input round that read frames or took requests, or a
+    /// held round that held its connection's output.
+    ///
+    /// Over the in-memory pipe an output round (a reader paying its output) is always
+    /// followed by one more round: the output round cleared `WANTED` without reading the
+    /// device, and the pipe rings only when its queue was empty, so frames whose ring that
+    /// round took would otherwise wait for nobody.
+    fn run_rounds_with(&self, app: bool, mut part: Part, then: Part) -> Option<bool> {
         let word = &self.bell.word;
         if !word.begin() {
-            return false;
+            return None;
         }
         let mut again = 0;
+        let mut owed = false;
         loop {
             word.round_starts();
             {
                 let mut engine = super::lock(&self.engine);
                 let Some(engine) = engine.as_mut() else {
                     // The protocol thread has stopped: nothing runs rounds any more.
-                    return true;
+                    return Some(owed);
                 };
                 let o = engine.round(self, part);
-                // An input run stays one while the device has more (its caller owes the
-                // output); the rest of any run is whole rounds.
-                if part == Part::Output {
-                    part = Part::Whole;
+                let ran = part;
+                owed |= (ran == Part::Input && o.input) || o.held;
+                if ran == Part::Output && self.direct {
+                    word.want();
                 }
+                // An input run stays one while the device has more (its caller owes the
+                // output).
+                part = then;
                 // A timer already due when the round ends (the stack asks to be polled
                 // again at once): one more round now, as the protocol thread did, a few
                 // times at most before leaving it to the protocol thread's timerfd.
                 // Not after an input round: its caller runs the output (the timers
                 // included, and the deadline's lowering) right after its copy.
                 let now = self.clock.now();
-                let input = part == Part::Input;
+                // (A held round leaves its connection pending, which reads as due: the
+                // caller's output sends it.)
+                let input = matches!(ran, Part::Input | Part::Hold(_));
                 let due = !input && o.next.is_some_and(|t| t <= now) && !o.blocked && again < 8;
                 again += 1;
                 if app {
@@ -383,10 +418,10 @@ impl Shared {
             }
             match word.end() {
                 End::Again => {}
-                End::Stop => return true,
+                End::Stop => return Some(owed),
                 End::Unpark => {
                     self.bell.eventfd.wake();
-                    return true;
+                    return Some(owed);
                 }
             }
         }
@@ -411,7 +446,29 @@ impl Shared {
     /// `false`: another thread runs rounds, and its next one (wanted now) does it.
     pub(super) fn push_output(&self) -> bool {
         self.bell.word.want();
-        self.run_rounds_with(true, Part::Output)
+        self.run_rounds_with(true, Part::Output, Part::Whole).is_some()
+    }
+
+    /// The output a blocking reader over the pipe owes for connection `slot`, after its
+    /// copy: as [`push_output`](Self::push_output), and the rounds after it (frames that
+    /// arrive meanwhile) hold that connection's output again. `Some(true)`: they held some,
+    /// and the caller owes it in turn; `None`: another thread runs rounds, and its next
+    /// one does it.
+    pub(super) fn push_output_held(&self, slot: u32) -> Option<bool> {
+        self.bell.word.want();
+        self.run_rounds_with(true, Part::Output, self.hold_part(slot, 1))
+    }
+
+    /// A reader's round over the pipe (`own`: the presences the caller holds): held, unless
+    /// other application threads are inside calls. Then the reader may wait for a core
+    /// between its round and its copy, and an ACK held that long stalls the writer: with
+    /// 8 streams, holding whatever the load cost a sixth of the throughput (BENCHMARKS.md).
+    fn hold_part(&self, slot: u32, own: u32) -> Part {
+        if self.bell.word.others_present(own) {
+            Part::Whole
+        } else {
+            Part::Hold(slot)
+        }
     }
 
     /// The watcher (`watch`) was woken by frames on the device: run the round's input here
@@ -421,7 +478,7 @@ impl Shared {
     /// read (the descriptor stays readable until then), and owe nothing (`false`).
     pub(super) fn watch_round(&self) -> bool {
         self.bell.word.want();
-        if self.run_rounds_with(true, Part::Input) {
+        if self.run_rounds_with(true, Part::Input, Part::Input).is_some() {
             return true;
         }
         drop(super::lock(&self.engine));
@@ -488,17 +545,22 @@ impl Shared {
     /// up. Bounded: the caller polls once per call, then waits on its condition variable.
     /// Between looks at the clock it yields the core, so that a thread it waits for on the
     /// same core can run.
-    pub(super) fn poll(&self) {
+    ///
+    /// With `hold` (a blocking reader over the pipe, see [`app_rounds`](Self::app_rounds))
+    /// its rounds hold its connection's output: `true` when they did, and it owes that.
+    pub(super) fn poll(&self, hold: Option<u32>) -> bool {
         let word = &self.bell.word;
         let rounds = self.rounds.load(Ordering::Acquire);
         self.polls.fetch_add(1, Ordering::Relaxed);
         word.arrive();
+        let mut owed = false;
         let until = std::time::Instant::now() + super::POLL;
         let answered = 'spin: loop {
             // The clock is read once per 64 looks: it costs more than a look in a VM.
             for _ in 0..64 {
                 if word.wanted() {
-                    self.run_rounds(true);
+                    // Present twice: in its call, and polling.
+                    owed |= self.app_rounds(hold, 2);
                 }
                 if self.rounds.load(Ordering::Acquire) != rounds {
                     break 'spin true;
@@ -516,8 +578,29 @@ impl Shared {
         // A ring while this thread polled did not signal the protocol thread: if it is still
         // unanswered, answer it here.
         if word.leave() {
-            self.run_rounds(true);
+            owed |= self.app_rounds(hold, 1);
         }
+        owed
+    }
+
+    /// Rounds in an application thread: whole ones, or with `hold` whole except the output
+    /// of the connection in that slot, for a blocking reader over the pipe, whose ACK waits
+    /// for its copy (the runtime's module documentation, "The reader's ACK after its
+    /// copy"). `true`: the rounds held that output, and the caller owes it.
+    /// `own`: the presences the caller holds ([`hold_part`](Self::hold_part)).
+    pub(super) fn app_rounds(&self, hold: Option<u32>, own: u32) -> bool {
+        if let Some(slot) = hold {
+            let part = self.hold_part(slot, own);
+            return self.run_rounds_with(true, part, part) == Some(true);
+        }
+        self.run_rounds(true);
+        false
+    }
+
+    /// A blocking reader over the pipe leaves its call: as [`leave`](Self::leave), with the
+    /// rounds it runs holding its connection's output (`true`: it owes that).
+    pub(super) fn leave_held(&self, slot: u32) -> bool {
+        self.bell.word.leave() && self.app_rounds(Some(slot), 0)
     }
 }
 
@@ -550,37 +633,42 @@ mod model {
         }
     }
 
+    /// The other runtime's transmit rings (a frame reaches the empty queue) while `app`
+    /// runs in an application thread; then the protocol thread runs rounds if it was
+    /// signalled. Whatever the interleaving, the frame must have been processed.
+    fn ring_during(app: impl FnOnce(&Word, &AtomicBool) + Send + 'static) {
+        let word = Arc::new(Word::new());
+        let frame = Arc::new(AtomicBool::new(false));
+        let signalled = Arc::new(AtomicBool::new(false));
+        let (w, f, s) = (word.clone(), frame.clone(), signalled.clone());
+        let ringer = loom::thread::spawn(move || {
+            f.store(true, Ordering::SeqCst);
+            if w.ring() {
+                s.store(true, Ordering::SeqCst);
+            }
+        });
+        let (w, f) = (word.clone(), frame.clone());
+        let app = loom::thread::spawn(move || app(&w, &f));
+        ringer.join().unwrap();
+        app.join().unwrap();
+        if signalled.load(Ordering::SeqCst) {
+            run(&word, &frame);
+        }
+        assert!(!frame.load(Ordering::SeqCst), "a frame was left with nobody to process it");
+    }
+
     fn check(answer_on_leave: bool) {
+        // An application thread inside a blocking call: present, then it queues data and
+        // runs a round itself, then it leaves.
         loom::model(move || {
-            let word = Arc::new(Word::new());
-            let frame = Arc::new(AtomicBool::new(false));
-            let signalled = Arc::new(AtomicBool::new(false));
-            let (w, f, s) = (word.clone(), frame.clone(), signalled.clone());
-            // The other runtime's transmit: a frame reaches the empty queue, and rings.
-            let ringer = loom::thread::spawn(move || {
-                f.store(true, Ordering::SeqCst);
-                if w.ring() {
-                    s.store(true, Ordering::SeqCst);
-                }
-            });
-            let (w, f) = (word.clone(), frame.clone());
-            // An application thread inside a blocking call: present, then it queues data
-            // and runs a round itself, then it leaves.
-            let app = loom::thread::spawn(move || {
+            ring_during(move |w, f| {
                 w.arrive();
                 w.want();
-                run(&w, &f);
+                run(w, f);
                 if w.leave() && answer_on_leave {
-                    run(&w, &f);
+                    run(w, f);
                 }
-            });
-            ringer.join().unwrap();
-            app.join().unwrap();
-            // The protocol thread, after everyone: it runs rounds if it was signalled.
-            if signalled.load(Ordering::SeqCst) {
-                run(&word, &frame);
-            }
-            assert!(!frame.load(Ordering::SeqCst), "a frame was left with nobody to process it");
+            })
         });
     }
 
@@ -592,6 +680,54 @@ mod model {
     #[test]
     fn leaving_without_looking_loses_a_ring() {
         loom_finds(|| check(false), "nobody to process it");
+    }
+
+    /// Over the pipe, a reader pays the output it owes after its copy while still present in
+    /// its call: an output round, which reads no frames, then (`forced`) one more round,
+    /// which does. A frame arrives meanwhile; its ring saw a present thread, so it signalled
+    /// nobody. Whatever the interleaving, the frame must be processed. Without the forced
+    /// round loom finds the interleaving where the output round took the ring and the
+    /// reader left with nothing wanted: the pipe rings only when its queue was empty, so
+    /// nothing would ever ring for that frame again.
+    fn check_output_first(forced: bool) {
+        loom::model(move || {
+            ring_during(move |w, f| {
+                w.arrive();
+                // `push_output_held`: want, then rounds, the first one output only.
+                w.want();
+                if w.begin() {
+                    let mut first = true;
+                    loop {
+                        w.round_starts();
+                        if first {
+                            first = false;
+                            if forced {
+                                w.want();
+                            }
+                        } else {
+                            f.store(false, Ordering::SeqCst);
+                        }
+                        if w.end() != End::Again {
+                            break;
+                        }
+                    }
+                }
+                // `Call::drop`: the reader leaves, answering a ring that came meanwhile.
+                if w.leave() {
+                    run(w, f);
+                }
+            })
+        });
+    }
+
+    #[test]
+    fn an_output_round_is_followed_by_one_that_reads() {
+        check_output_first(true);
+    }
+
+    #[test]
+    fn an_output_round_alone_loses_a_ring() {
+        loom_finds(|| check_output_first(false), "nobody to process it");
     }
 
     /// Parking, over a TAP: a frame arrives on the device while an application thread
