@@ -107,7 +107,7 @@ fn wait_cv<'a>(
         // No thread sleeps while it owes a round's output (the ACK of what it copied): send
         // it, and try the call again.
         drop(g);
-        let _ = match call.split {
+        let _ = match call.hold {
             Some(slot) => pay_held(shared, slot),
             None => pay(shared),
         };
@@ -120,7 +120,7 @@ fn wait_cv<'a>(
     if !call.polled && shared.polls() {
         call.polled = true;
         drop(g);
-        if shared.poll(call.split) {
+        if shared.poll(call.hold) {
             OWED.set(shared as *const Shared as usize);
         }
         let g = shared.lock();
@@ -239,7 +239,7 @@ pub(super) struct Call<'a> {
     /// A blocking read over the in-memory pipe, of the connection in this slot: the rounds
     /// the call runs hold that connection's output, which waits for the copy (see
     /// [`OWED`]).
-    split: Option<u32>,
+    hold: Option<u32>,
 }
 
 std::thread_local! {
@@ -282,7 +282,7 @@ impl<'a> Call<'a> {
         if present {
             std::mem::forget(shared.arrive());
         }
-        Call { shared, deadline, polled, present, watch: 0, more: false, split: None }
+        Call { shared, deadline, polled, present, watch: 0, more: false, hold: None }
     }
 }
 
@@ -293,7 +293,7 @@ impl Drop for Call<'_> {
         if owes(self.shared) {
             if self.more {
                 self.shared.hand_off();
-            } else if let Some(slot) = self.split {
+            } else if let Some(slot) = self.hold {
                 if pay_held(self.shared, slot) && owes(self.shared) {
                     self.shared.hand_off();
                 }
@@ -304,7 +304,7 @@ impl Drop for Call<'_> {
         if self.watch != 0 && self.shared.watch.release(self.watch) {
             self.shared.maybe_hand_off();
         }
-        if let (Some(slot), true) = (self.split, self.present) {
+        if let (Some(slot), true) = (self.hold, self.present) {
             // A reader over the pipe leaves after its output, which read no frames: frames
             // that came during its copy are taken in here, and their ACK waits for the copy
             // of its next call, as for a reader that left data unread.
@@ -505,7 +505,7 @@ impl TcpStream {
         let shared = &*self.shared;
         let mut call = Call::new(shared, self.deadline(&self.read_timeout), false, shared.app_run);
         if shared.polls() {
-            call.split = Some(self.slot);
+            call.hold = Some(self.slot);
         }
         let mut g = shared.lock();
         loop {

@@ -217,9 +217,6 @@ pub(super) struct Outcome {
     pub more: bool,
     /// The device pushed back: frames wait in the engine's transmit batch.
     pub blocked: bool,
-    /// The round read frames from the device or took window-update requests: if it ran its
-    /// input only, it left output to send.
-    pub input: bool,
     /// A [`Part::Hold`] round left the held connection's output pending.
     pub held: bool,
 }
@@ -273,7 +270,6 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
         let more_rx = self.rx.is_full();
         // Requests are marked done here, before any window is computed (see `wnd_update`).
         shared.requests.take(&mut self.taken);
-        let input = !self.rx.is_empty() || !self.taken.is_empty();
         let held;
         let (next, ring_full) = {
             let mut g = shared.lock();
@@ -323,7 +319,7 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.last = Outcome { next, more: more_rx || ring_full, blocked: !self.tx.is_empty(), input, held };
+        self.last = Outcome { next, more: more_rx || ring_full, blocked: !self.tx.is_empty(), held };
         self.last
     }
 
@@ -356,8 +352,7 @@ impl Shared {
 
     /// [`run_rounds`](Self::run_rounds), the first round only the part `part` says, the
     /// others the part `then` says. `None` if another thread runs rounds, else whether a
-    /// round left output owed: an input round that read frames or took requests, or a
-    /// held round that held its connection's output.
+    /// held round left its connection's output pending (the caller owes it).
     ///
     /// Over the in-memory pipe an output round (a reader paying its output) is always
     /// followed by one more round: the output round cleared `WANTED` without reading the
@@ -380,7 +375,7 @@ impl Shared {
                 };
                 let o = engine.round(self, part);
                 let ran = part;
-                owed |= (ran == Part::Input && o.input) || o.held;
+                owed |= o.held;
                 if ran == Part::Output && self.direct {
                     word.want();
                 }
