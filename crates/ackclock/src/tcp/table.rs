@@ -125,7 +125,12 @@ impl Tcp {
     /// for one dispatch that must not send for it (`Stack::dispatch_holding`); it stays
     /// marked, so nothing lists it twice meanwhile. `true` if it was listed.
     pub(crate) fn unlist_dirty(&mut self, idx: u32) -> bool {
-        let Some(pos) = self.dirty.iter().position(|&d| d == idx) else { return false };
+        // The mark says whether it is listed: no look into the list unless it is. Then it is
+        // usually near the end, where a reader's own arrivals just put it.
+        if !self.tcb(idx).is_some_and(|t| t.dirty) {
+            return false;
+        }
+        let Some(pos) = self.dirty.iter().rposition(|&d| d == idx) else { return false };
         self.dirty.remove(pos);
         true
     }
