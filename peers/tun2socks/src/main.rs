@@ -10,6 +10,9 @@
 //! tun2socks-peers ipstack|netstack-smoltcp|ackclock-tokio|ackclock-tokio-offload TUN_NAME HOST:PORT
 //! ```
 //!
+//! `TUN2SOCKS_COPY_BUFFER=N` gives each direction's copy an `N`-byte buffer (tokio's
+//! `copy_bidirectional_with_sizes`) instead of `copy_bidirectional`'s 8 KiB.
+//!
 //! It creates the TUN (no address, down), prints "ready", and serves until killed; the
 //! script moves the TUN into a namespace and configures it there (ackclock-tokio's stack
 //! takes 10.99.0.2/24, the address the script gives the relay).
@@ -26,13 +29,23 @@ fn tun_device(name: &str) -> std::io::Result<tun::AsyncDevice> {
     tun::create_as_async(&config).map_err(std::io::Error::other)
 }
 
+/// The size of each direction's copy buffer: `TUN2SOCKS_COPY_BUFFER` bytes if set, else
+/// `copy_bidirectional`'s own (8 KiB). The same for every stack.
+fn copy_buffer() -> Option<usize> {
+    static SIZE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| std::env::var("TUN2SOCKS_COPY_BUFFER").ok().and_then(|s| s.parse().ok()).filter(|&n| n > 0))
+}
+
 async fn splice<S>(mut inside: S, to: SocketAddr)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let Ok(mut outside) = TcpStream::connect(to).await else { return };
     let _ = outside.set_nodelay(true);
-    let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+    let _ = match copy_buffer() {
+        Some(n) => tokio::io::copy_bidirectional_with_sizes(&mut inside, &mut outside, n, n).await,
+        None => tokio::io::copy_bidirectional(&mut inside, &mut outside).await,
+    };
 }
 
 async fn ipstack_main(name: &str, to: SocketAddr) -> std::io::Result<()> {
