@@ -95,6 +95,33 @@ fn write_after_reset_gives_reset_then_broken_pipe() {
     assert_eq!(client.write(b"x").unwrap_err().kind(), ErrorKind::BrokenPipe);
 }
 
+/// `SO_LINGER` with a zero timeout (`set_zero_linger`): dropping the stream aborts the
+/// connection with an RST (RFC 9293 §3.10.4, ABORT) where a plain drop, with everything read,
+/// closes it behind the queued data with a FIN. The peer's read tells the two apart: end of
+/// stream, or ConnectionReset.
+#[test]
+fn zero_linger_resets_on_drop() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(81)).unwrap();
+    let mut got = [0; 4];
+    // A plain drop after reading everything: the client reads end of stream.
+    let mut client = TcpStream::connect(&a, b_at(81)).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    client.write_all(b"ping").unwrap();
+    server.read_exact(&mut got).unwrap();
+    drop(server);
+    assert_eq!(client.read(&mut [0; 8]).unwrap(), 0);
+    // The same with zero linger: the client's read fails with ConnectionReset.
+    let mut client = TcpStream::connect(&a, b_at(81)).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    client.write_all(b"ping").unwrap();
+    server.read_exact(&mut got).unwrap();
+    server.set_zero_linger().unwrap();
+    drop(server);
+    assert_eq!(client.read(&mut [0; 8]).unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(client.tcp_info().unwrap().state, ackclock::tcp::State::Closed);
+}
+
 /// RFC 9293 §3.10.7.1: a SYN to a port nobody listens on is answered with RST, which
 /// std reports as ConnectionRefused.
 #[test]

@@ -345,6 +345,8 @@ pub struct TcpStream {
     error_reported: AtomicBool,
     read_shut: AtomicBool,
     write_shut: AtomicBool,
+    /// Dropping resets the connection instead of closing it ([`TcpStream::set_zero_linger`]).
+    zero_linger: AtomicBool,
 }
 
 impl TcpStream {
@@ -359,6 +361,7 @@ impl TcpStream {
             error_reported: AtomicBool::new(false),
             read_shut: AtomicBool::new(false),
             write_shut: AtomicBool::new(false),
+            zero_linger: AtomicBool::new(false),
         }
     }
 
@@ -659,6 +662,20 @@ impl TcpStream {
         g.stack.tcp_options(self.h).map(|o| o.nodelay).map_err(io_error)
     }
 
+    /// Make dropping this stream reset the connection (an RST; what is queued to send or
+    /// left unread is discarded) instead of closing it behind the queued data (a FIN):
+    /// `SO_LINGER` with a zero timeout, as tokio's `set_zero_linger`. A relay uses it to pass
+    /// on a reset from the other side. It cannot be undone.
+    pub fn set_zero_linger(&self) -> io::Result<()> {
+        let g = self.shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        g.stack.tcp_options(self.h).map_err(io_error)?;
+        self.zero_linger.store(true, Ordering::Release);
+        Ok(())
+    }
+
     /// How long a read blocks before failing with `WouldBlock` (`None`: forever). A zero
     /// duration is `InvalidInput`, as in std.
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
@@ -759,7 +776,10 @@ impl Drop for TcpStream {
         if g.closed {
             return;
         }
-        let _ = g.stack.tcp_close(self.h);
+        let _ = match self.zero_linger.load(Ordering::Acquire) {
+            true => g.stack.tcp_abort(self.h),
+            false => g.stack.tcp_close(self.h),
+        };
         drop(g);
         self.shared.kick();
     }

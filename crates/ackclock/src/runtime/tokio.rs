@@ -107,6 +107,12 @@ impl TcpStream {
         self.inner.nodelay()
     }
 
+    /// Make dropping this stream reset the connection instead of closing it
+    /// ([`net::TcpStream::set_zero_linger`]).
+    pub fn set_zero_linger(&self) -> io::Result<()> {
+        self.inner.set_zero_linger()
+    }
+
     /// A `tcp_info`-like snapshot of the connection.
     pub fn tcp_info(&self) -> io::Result<crate::tcp::TcpInfo> {
         self.inner.tcp_info()
