@@ -207,3 +207,67 @@ fn a_pending_read_is_woken_only_by_its_own_readiness() {
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(counter.0.load(Ordering::SeqCst), 1);
 }
+
+/// Readiness without a buffer (`readable`/`writable`) and reads and writes that never wait
+/// (`try_read`/`try_write`), as tokio's `TcpStream` has them: a read waits until data is
+/// there, then end of stream after the peer's FIN; a writer that filled the send buffer
+/// and the peer's window waits until the peer reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_and_try_calls() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(11)).unwrap();
+    let client = TcpStream::connect(&a, b_at(11)).await.unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    // Nothing to read: try_read would block, readable does not resolve.
+    assert_eq!(server.try_read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert!(tokio::time::timeout(Duration::from_millis(50), server.readable()).await.is_err());
+    // Data: readable resolves, try_read takes it.
+    let readable = async {
+        server.readable().await.unwrap();
+        server.try_read(&mut buf).unwrap()
+    };
+    let (n, ()) = tokio::join!(readable, async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(client.try_write(b"hello").unwrap(), 5);
+    });
+    assert_eq!(&buf[..n], b"hello");
+    // The client's FIN: readable resolves with end of stream to read.
+    let mut client = client;
+    client.shutdown().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server.readable()).await.unwrap().unwrap();
+    assert_eq!(server.try_read(&mut buf).unwrap(), 0);
+    // The server writes until nothing fits (the client does not read): WouldBlock, and
+    // writable waits until the client reads.
+    let chunk = patterned(0, 1 << 16);
+    let mut written = 0usize;
+    loop {
+        match server.try_write(&chunk) {
+            Ok(n) => written += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                // Nothing fits now; wait a moment in case frames are in flight.
+                if tokio::time::timeout(Duration::from_millis(100), server.writable()).await.is_err() {
+                    break;
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(written > 0);
+    let mut got = 0usize;
+    let reader = async {
+        while got < written {
+            client.readable().await.unwrap();
+            match client.try_read(&mut buf) {
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    let (_, ready) = tokio::join!(reader, tokio::time::timeout(Duration::from_secs(10), server.writable()));
+    ready.expect("writable once the peer reads").unwrap();
+    assert_eq!(got, written);
+    let mut server = server;
+    server.shutdown().await.unwrap();
+}

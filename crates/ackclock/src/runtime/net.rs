@@ -584,6 +584,32 @@ impl TcpStream {
 
     /// Register a task to be woken when reading (`write == false`) or writing may proceed.
     /// Called with the guard an attempt returned `Blocked` with.
+    /// Whether a read (`write`: a write) would not block now, under the lock: `Done(Ok(0))`
+    /// if so (it would return data, end of stream or an error), or `Blocked` with the lock
+    /// still held, for the caller to register as a waiter. A write is ready only with a
+    /// packet buffer free as well, as `try_write` needs one.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
+    pub(super) fn ready<'a>(&'a self, g: MutexGuard<'a, Inner>, write: bool) -> Attempt<'a> {
+        use super::waiters::{BUFFERS, CLOSED, ERROR, GONE, READ_MASK, WRITABLE};
+        if g.closed {
+            return Attempt::Done(Err(aborted()));
+        }
+        let bits = super::tcp_bits(&g.stack, self.h);
+        let ready = match write {
+            false => self.read_shut.load(Ordering::Acquire) || bits & READ_MASK != 0,
+            true => {
+                self.write_shut.load(Ordering::Acquire)
+                    || bits & (CLOSED | ERROR | GONE) != 0
+                    || bits & (WRITABLE | BUFFERS) == WRITABLE | BUFFERS
+            }
+        };
+        if ready {
+            Attempt::Done(Ok(0))
+        } else {
+            Attempt::Blocked(g)
+        }
+    }
+
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
     pub(super) fn register_waker(&self, g: &mut MutexGuard<'_, Inner>, write: bool, waker: &Waker) {
         g.register(self.h, self.slot, write, Some(waker));

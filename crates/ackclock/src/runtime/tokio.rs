@@ -119,8 +119,65 @@ impl TcpStream {
     }
 }
 
-impl AsyncRead for TcpStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+impl TcpStream {
+    /// Wait until a read would not block: data, end of stream or an error is there
+    /// (tokio's `TcpStream::readable`). With [`try_read`](Self::try_read), a splice can wait
+    /// for data without holding a buffer, and read and write one stream from two tasks
+    /// through `&self`.
+    pub async fn readable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_read_ready(cx)).await
+    }
+
+    /// [`readable`](Self::readable) as a poll: `Pending` registers the task's waker, which
+    /// the protocol thread wakes when the connection's readiness changes.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_ready(cx, false)
+    }
+
+    /// Read what is there now, without waiting: `WouldBlock` if nothing is. The copy is the
+    /// one `poll_read` makes (the deferred checksum verified in it).
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let inner = &self.inner;
+        match inner.try_read(inner.shared().lock(), buf, false, &mut false) {
+            Attempt::Done(r) => r,
+            Attempt::Blocked(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// Wait until a write would not block: send space and a packet buffer are free, or the
+    /// connection is over (tokio's `TcpStream::writable`).
+    pub async fn writable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_write_ready(cx)).await
+    }
+
+    /// [`writable`](Self::writable) as a poll.
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_ready(cx, true)
+    }
+
+    /// Queue what fits now, without waiting: `WouldBlock` if nothing does.
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        let inner = &self.inner;
+        match inner.try_write(inner.shared().lock(), buf, false) {
+            Attempt::Done(r) => r,
+            Attempt::Blocked(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn poll_ready(&self, cx: &mut Context<'_>, write: bool) -> Poll<io::Result<()>> {
+        let inner = &self.inner;
+        match inner.ready(inner.shared().lock(), write) {
+            Attempt::Done(r) => Poll::Ready(r.map(|_| ())),
+            Attempt::Blocked(mut g) => {
+                inner.register_waker(&mut g, write, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl TcpStream {
+    fn read_poll(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let inner = &self.inner;
         // Zeroes the unfilled part once; ReadBuf remembers it is initialised after that.
         let dst = buf.initialize_unfilled();
@@ -137,10 +194,8 @@ impl AsyncRead for TcpStream {
             }
         }
     }
-}
 
-impl AsyncWrite for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn write_poll(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let inner = &self.inner;
         match inner.try_write(inner.shared().lock(), buf, false) {
             Attempt::Done(r) => Poll::Ready(r),
@@ -150,6 +205,18 @@ impl AsyncWrite for TcpStream {
             }
         }
     }
+}
+
+impl AsyncRead for TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.read_poll(cx, buf)
+    }
+}
+
+impl AsyncWrite for TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.write_poll(cx, buf)
+    }
 
     /// Bytes written are queued for sending at once: there is nothing to flush.
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -157,6 +224,29 @@ impl AsyncWrite for TcpStream {
     }
 
     /// Half-close: the FIN follows the data already written; reading goes on.
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.inner.shutdown(Shutdown::Write))
+    }
+}
+
+/// Reading through a shared reference, as `std::io::Read for &std::net::TcpStream`: one task
+/// may read while another writes.
+impl AsyncRead for &TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.read_poll(cx, buf)
+    }
+}
+
+/// Writing through a shared reference (see `AsyncRead for &TcpStream`).
+impl AsyncWrite for &TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.write_poll(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(self.inner.shutdown(Shutdown::Write))
     }
