@@ -682,6 +682,10 @@ impl RuntimeDevice for LinkDev {
     fn attach(&mut self, _wakeup: Arc<dyn ackclock::phy::Wakeup>) -> Option<RawFd> {
         Some(self.host_fd())
     }
+
+    fn receive_pool(&self) -> Option<Pool> {
+        Some(self.impaired().inner().pool().clone())
+    }
 }
 
 /// The runtime's counters, for the exit report of `fetch --runtime` and `serve --runtime`.

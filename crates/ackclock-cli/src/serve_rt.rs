@@ -78,7 +78,7 @@ pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str, sync: bo
         "app" => TapRounds::AppThreads,
         _ => TapRounds::Watch,
     };
-    let config = RuntimeConfig { tap_rounds, sync_window_updates: sync };
+    let config = RuntimeConfig { tap_rounds, sync_window_updates: sync, ..RuntimeConfig::default() };
     let rt = Runtime::with_config(stack, dev, config).map_err(|e| format!("runtime: {e}"))?;
     let moved = Arc::new(Moved::default());
     let gen = Arc::new(Chargen::new(CHUNK));

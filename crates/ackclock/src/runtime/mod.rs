@@ -181,6 +181,17 @@
 //! place of the condition variable: the protocol thread wakes a stored waker only when that
 //! socket's readiness changed, never on every round.
 //!
+//! **Memory after a burst.** A pool's free list hands out the buffer freed last, so the
+//! buffers a burst used stay resident after it, and a process's memory would follow its load
+//! up but not down. Once no frame has moved for [`IDLE_MEMORY_AFTER`], the protocol thread
+//! gives the pages of the free buffers beyond a burst's worth back to the operating system
+//! (`Pool::release_free`, in the stack's pool and the device's receive pool), once per
+//! quiet spell. When it sleeps on the device it wakes for that if nothing else wakes it
+//! first; while an application thread watches the device, it does it at its next wake-up
+//! (a timer, a message). `ackclock serve` and
+//! `relay` do the same from their loops. [`RuntimeConfig::keep_idle_memory`] turns it off.
+//! The heap is the embedder's: the runtime does not trim it.
+//!
 //! **Stopping.** [`Runtime::shutdown`] (or drop) resets every connection still open and
 //! closes every listener, as a process that exits does, sends those RSTs, wakes every
 //! blocked thread with `ConnectionAborted`, and joins the protocol thread. Sockets used
@@ -207,6 +218,7 @@ pub(crate) mod wnd_update;
 pub use net::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
+use crate::buf::Pool;
 use crate::phy::{Batch, Device, PipeEnd, Wakeup};
 use crate::socket::{Event, ListenerHandle, TcpHandle, UdpHandle};
 use crate::stack::Stack;
@@ -228,6 +240,12 @@ pub trait RuntimeDevice: Device + Send + 'static {
     /// Make frames arriving wake the protocol thread: either return a descriptor that
     /// becomes readable then (the thread polls it), or call `wakeup` then and return `None`.
     fn attach(&mut self, wakeup: Arc<dyn Wakeup>) -> Option<RawFd>;
+
+    /// The device's own pool of receive buffers, if it has one: the runtime gives its idle
+    /// memory back with the stack's ([`RuntimeConfig::keep_idle_memory`]).
+    fn receive_pool(&self) -> Option<Pool> {
+        None
+    }
 }
 
 impl RuntimeDevice for PipeEnd {
@@ -241,11 +259,19 @@ impl RuntimeDevice for crate::phy::Tap {
     fn attach(&mut self, _wakeup: Arc<dyn Wakeup>) -> Option<RawFd> {
         Some(self.as_raw_fd())
     }
+
+    fn receive_pool(&self) -> Option<Pool> {
+        Some(self.pool().clone())
+    }
 }
 
 impl RuntimeDevice for crate::phy::Tun {
     fn attach(&mut self, _wakeup: Arc<dyn Wakeup>) -> Option<RawFd> {
         Some(self.as_raw_fd())
+    }
+
+    fn receive_pool(&self) -> Option<Pool> {
+        Some(self.pool().clone())
     }
 }
 
@@ -259,7 +285,23 @@ pub struct RuntimeConfig {
     /// Who runs the protocol rounds over a TAP or TUN (over the in-memory pipe application
     /// threads always run them too). See the module documentation.
     pub tap_rounds: TapRounds,
+    /// Keep the packet pools' free buffers resident while the device is quiet. Off (the
+    /// default): once no frame has moved for [`IDLE_MEMORY_AFTER`], the protocol thread gives
+    /// the pages of free buffers back to the operating system (the stack's pool and the
+    /// device's receive pool, [`RuntimeDevice::receive_pool`]), keeping a burst's worth
+    /// ([`IDLE_MEMORY_KEPT`] bytes per pool) resident; so the process's memory follows its
+    /// load down after a burst, as well as up. A buffer given back reads as zeros and costs
+    /// a page fault per page when next used.
+    pub keep_idle_memory: bool,
 }
+
+/// How long the device must be quiet before the runtime gives idle packet memory back
+/// ([`RuntimeConfig::keep_idle_memory`]).
+pub const IDLE_MEMORY_AFTER: Duration = Duration::from_secs(1);
+
+/// Bytes of free buffers each pool keeps resident when idle memory is given back: a burst's
+/// worth (the buffers at the bottom of its free list, the next to be used).
+pub const IDLE_MEMORY_KEPT: usize = 1 << 20;
 
 /// Who runs the protocol rounds over a TAP or TUN ([`RuntimeConfig::tap_rounds`]); the
 /// module documentation has the design and `scripts/bench-rt-tap` the measurements.
@@ -323,6 +365,11 @@ pub struct RuntimeStats {
     /// lowered the protocol thread's deadline, so that the device is watched again soon if
     /// no thread comes back (a timerfd system call each).
     pub handoffs: u64,
+    /// Times the protocol thread gave idle packet memory back
+    /// ([`RuntimeConfig::keep_idle_memory`]).
+    pub idle_memory_releases: u64,
+    /// The bytes it gave back, over those times.
+    pub idle_memory_released: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -386,6 +433,11 @@ pub(crate) struct Shared {
     watches: AtomicU64,
     watch_rounds: AtomicU64,
     handoffs: AtomicU64,
+    /// Frames the stack has received and sent, as of the last round (the protocol thread
+    /// sees from it whether the device was quiet).
+    frames_moved: AtomicU64,
+    idle_memory_releases: AtomicU64,
+    idle_memory_released: AtomicU64,
 }
 
 impl std::fmt::Debug for dyn Rounds {
@@ -581,6 +633,7 @@ impl Runtime {
         let clock = Clock { start: std::time::Instant::now(), base: stack.now };
         let bell = Arc::new(Bell::new()?);
         let device_fd = device.attach(bell.clone());
+        let (stack_pool, device_pool) = (stack.pool().clone(), device.receive_pool());
         let ring = stack.tx_ring().capacity();
         let engine: Box<dyn Rounds> = Box::new(Engine {
             dev: device,
@@ -628,11 +681,20 @@ impl Runtime {
             watches: AtomicU64::new(0),
             watch_rounds: AtomicU64::new(0),
             handoffs: AtomicU64::new(0),
+            frames_moved: AtomicU64::new(0),
+            idle_memory_releases: AtomicU64::new(0),
+            idle_memory_released: AtomicU64::new(0),
         });
         let s = shared.clone();
+        let idle = (!config.keep_idle_memory).then_some(IdleMemory {
+            pools: [Some(stack_pool), device_pool].into_iter().flatten().collect(),
+            seen: 0,
+            since: std::time::Instant::now(),
+            released: false,
+        });
         let thread = std::thread::Builder::new()
             .name("ackclock-protocol".into())
-            .spawn(move || protocol_thread(s, device_fd))?;
+            .spawn(move || protocol_thread(s, device_fd, idle))?;
         Ok(Runtime { shared, thread: Some(thread) })
     }
 
@@ -662,6 +724,8 @@ impl Runtime {
             watches: s.watches.load(Ordering::Relaxed),
             watch_rounds: s.watch_rounds.load(Ordering::Relaxed),
             handoffs: s.handoffs.load(Ordering::Relaxed),
+            idle_memory_releases: s.idle_memory_releases.load(Ordering::Relaxed),
+            idle_memory_released: s.idle_memory_released.load(Ordering::Relaxed),
         }
     }
 
@@ -740,7 +804,44 @@ const POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The protocol thread: rounds of receive, process, output, transmit, then sleep until the
 /// device, a ring or a timer.
-fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
+/// The protocol thread's watch on a quiet device ([`RuntimeConfig::keep_idle_memory`]).
+struct IdleMemory {
+    /// The stack's pool and the device's.
+    pools: Vec<Pool>,
+    /// Frames moved when the thread last saw a change, and when that was.
+    seen: u64,
+    since: std::time::Instant,
+    /// Memory was given back since then.
+    released: bool,
+}
+
+impl IdleMemory {
+    /// Look at the frames moved now: give the pools' idle memory back once they have not
+    /// changed for [`IDLE_MEMORY_AFTER`], and say how long until that is due (`None`:
+    /// nothing to wait for).
+    fn check(&mut self, shared: &Shared) -> Option<Duration> {
+        let moved = shared.frames_moved.load(Ordering::Relaxed);
+        let now = std::time::Instant::now();
+        if moved != self.seen {
+            (self.seen, self.since, self.released) = (moved, now, false);
+        }
+        if self.released {
+            return None;
+        }
+        let due = self.since + IDLE_MEMORY_AFTER;
+        if now < due {
+            return Some(due - now);
+        }
+        self.released = true;
+        let bytes: usize =
+            self.pools.iter().map(|p| p.release_free((IDLE_MEMORY_KEPT / p.buffer_size()).max(16))).sum();
+        shared.idle_memory_releases.fetch_add(1, Ordering::Relaxed);
+        shared.idle_memory_released.fetch_add(bytes as u64, Ordering::Relaxed);
+        None
+    }
+}
+
+fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, mut idle: Option<IdleMemory>) {
     let fds: Vec<RawFd> = [shared.bell.as_raw_fd(), shared.timer.as_raw_fd()].into_iter().chain(device_fd).collect();
     let mut app_rounds_seen = 0;
     loop {
@@ -822,6 +923,11 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>) {
             // in a millisecond rather than loop while it runs (its later deadlines are
             // compared with the past one published above, so none would set the timerfd).
             timeout = Some(Duration::from_millis(1));
+        }
+        // A quiet device: give idle packet memory back once it has been quiet long enough,
+        // and wake for that if nothing else would.
+        if let Some(due) = idle.as_mut().and_then(|i| i.check(&shared)) {
+            timeout = Some(timeout.map_or(due, |t| t.min(due)));
         }
         // Spin a little before sleeping: on two cores the reader or writer on the other one
         // usually posts within microseconds, and a wake-up from ppoll costs more than that

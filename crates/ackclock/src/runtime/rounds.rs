@@ -309,6 +309,8 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
                 std::mem::swap(inner.stack.tx_ring(), &mut self.tx);
             }
             inner.wake_changed(&shared.cvs, &shared.udp_cvs, &shared.accept_cv);
+            let c = inner.stack.counters();
+            shared.frames_moved.store(c.frames_in + c.frames_out, Ordering::Relaxed);
             (inner.stack.poll_at(), ring_full)
         };
         if part != Part::Input {
