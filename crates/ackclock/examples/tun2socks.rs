@@ -193,7 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rt = Runtime::new(stack, tun)?;
     let listener = TcpListener::bind_any(&rt)?;
     let udp = Arc::new(UdpSocket::bind_any(&rt)?);
-    println!("tun2socks on {name} ({addr}/{prefix}): TCP and UDP to any address -> {upstream}; Ctrl-C to stop");
+    println!("tun2socks on {name} ({addr}/{prefix}): TCP and UDP to any address -> {upstream}; ready (Ctrl-C to stop)");
     let stats = Arc::new(UdpStats::default());
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
