@@ -587,6 +587,17 @@ impl Link {
     /// A stack on this link; with `any_destination`, one that takes connections to any
     /// address (see [`InterfaceConfig::any_destination`]).
     pub fn stack(&self, addr: Cidr, any_destination: bool, max_connections: Option<usize>) -> Result<Stack, String> {
+        self.stack_with(addr, any_destination, max_connections, |_| {})
+    }
+
+    /// [`stack`](Self::stack), with its configuration changed by `tune` last.
+    pub fn stack_with(
+        &self,
+        addr: Cidr,
+        any_destination: bool,
+        max_connections: Option<usize>,
+        tune: impl FnOnce(&mut StackConfig),
+    ) -> Result<Stack, String> {
         let mut config = StackConfig::new(InterfaceConfig::new(addr.addr, addr.prefix));
         config.iface.any_destination = any_destination;
         if let Some(n) = max_connections {
@@ -598,6 +609,7 @@ impl Link {
         }
         let caps = self.dev.capabilities();
         config.pool = stack_pool(&caps);
+        tune(&mut config);
         Stack::new(config, caps, self.now()).map_err(|e| format!("stack: {e}"))
     }
 
@@ -696,23 +708,6 @@ pub(crate) fn runtime_json(s: &RuntimeStats) -> serde_json::Value {
         "handoffs": s.handoffs, "lock_contended": s.lock_contended, "polls": s.polls,
         "window_update_requests": s.window_update_requests, "window_updates_sent": s.window_updates_sent,
     })
-}
-
-/// `ppoll` on `fds` for at most `timeout`; a signal ends it early.
-pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `fds` is a valid slice of pollfds, `ts` a valid timespec, no signal mask.
-    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, core::ptr::null()) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

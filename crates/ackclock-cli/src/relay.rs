@@ -7,27 +7,30 @@
 //! connection's original destination. Otherwise it listens on its own address, on the
 //! listed ports.
 //!
-//! Every connection the stack accepts gets a non-blocking `std::net::TcpStream` to
-//! `--to HOST:PORT`. The host's bytes are `read(2)` straight into the send queue's packet
-//! buffers (`Stack::tcp_send_with`): the kernel's copy is the only one. The peer's bytes take
-//! the stack's one copy, which verifies the checksum as it goes (`Stack::tcp_recv`), into a
-//! scratch buffer all connections share, and leave in one `write(2)` of many segments; handing
-//! the host socket a segment at a time from the packet buffers (`tcp_recv_with`) would save
-//! that copy but cost a system call per 1,448 bytes on a plain device. Bytes the host socket
-//! does not take wait with their connection, and no more are read until they are written.
-//! The stack's socket buffers (`--buffer`, per direction) are the bound: the receive window
-//! closes while the host is slow, and the host socket is read only while the send queue has
-//! room, so a slow reader stalls its writer instead of growing memory. Half-close travels
-//! both ways: the peer's FIN becomes `shutdown(Write)` on the host socket once the bytes
-//! before it are written, and the host's EOF becomes the stack's FIN after the queued bytes.
-//! A reset on either side resets the other (RST from the stack; `SO_LINGER` 0 on the host
-//! socket).
+//! The relay is built on the library's runtime and its tokio sockets
+//! (`ackclock::runtime::tokio`), as an embedder would build it: the runtime's protocol
+//! thread runs the stack over the device, and tokio tasks (on as many worker threads as
+//! cores) accept and splice. Every connection the stack accepts gets a task and a tokio
+//! `TcpStream` to `--to HOST:PORT`; each direction is copied through a 64 KiB buffer (the
+//! stack's one copy, which verifies the checksum as it goes, then one `write(2)`; and one
+//! `read(2)`, then the stack's copy into packet buffers with the checksum computed in it).
+//! The stack's socket buffers (`--buffer`, per direction) and the copy buffer are the bound:
+//! the receive window closes while the host is slow, and the host socket is not read while
+//! the send queue is full, so a slow reader stalls its writer instead of growing memory.
+//! Half-close travels both ways: the peer's FIN becomes `shutdown(Write)` on the host socket
+//! once the bytes before it are written, and the host's EOF becomes the stack's FIN after
+//! the queued bytes. A reset on either side resets the other (RST from the stack,
+//! `set_zero_linger`; `SO_LINGER` 0 on the host socket), and so does a host that refuses.
 //!
-//! One thread, one loop: `stack.receive`, accept, move bytes, `stack.transmit`, then
-//! `ppoll` on the device and every host socket that has something to do, until the stack's
-//! (and the impairment's) next timer. SIGINT/SIGTERM end it: open connections are reset
-//! both ways, and byte counts, per connection and in total, are printed (`--json`: one JSON
-//! object as the last line of stdout).
+//! On the two-core machine this was measured on, the tasks on one core and the protocol
+//! thread on the other move about as much as the single-thread loop the relay had before
+//! with offloads, and more on a plain TUN, where the TUN's one `write(2)` per frame and the
+//! host sockets' calls now run in parallel (BENCHMARKS.md, "The relay on the tokio adapter").
+//!
+//! SIGINT/SIGTERM end it: open connections are reset both ways, and byte counts, per
+//! connection and in total, are printed (`--json`: one JSON object as the last line of
+//! stdout). After a burst the runtime gives the packet pools' idle pages back, and the relay
+//! trims the heap with them, so memory follows the load down.
 //!
 //! UDP is relayed too (`udp`): each flow gets a host UDP socket connected to `--to`, from
 //! a bounded session table with conntrack's idle timeouts.
@@ -37,15 +40,16 @@
 
 mod udp;
 
-use crate::link::{install_signals, poll, stopping, Link, LinkArgs};
-use ackclock::{Error, ListenerHandle, Shutdown, Stack, TcpHandle};
+use crate::link::{install_signals, stopping, Link, LinkArgs};
+use ackclock::runtime::tokio::{TcpListener, TcpStream};
+use ackclock::runtime::Runtime;
 use clap::Args;
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::io::{self, Write};
+use std::net::ToSocketAddrs;
 use std::process::ExitCode;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 
 // ---------------------------------------------------------------------------------------
 // The relay.
@@ -140,7 +144,7 @@ enum End {
     /// Both directions finished with a FIN.
     Closed,
     /// The stack's connection failed (reset, timed out).
-    Peer(Error),
+    Peer(io::Error),
     /// The host socket failed.
     Host(io::Error),
     /// The host connection could not be made.
@@ -161,318 +165,6 @@ impl std::fmt::Display for End {
     }
 }
 
-/// One relayed connection.
-struct Conn {
-    id: u64,
-    handle: TcpHandle,
-    peer: SocketAddrV4,
-    /// Where the peer connected to (the stack's address, or with `--listen any` any other).
-    dest: SocketAddrV4,
-    host: TcpStream,
-    connecting: bool,
-    /// Bytes relayed peer (TAP or TUN) to host, and host to peer.
-    up: u64,
-    down: u64,
-    /// Bytes taken from the stack that the host socket has not taken yet (empty, with no
-    /// storage, unless the host is slower than the peer).
-    pending: Vec<u8>,
-    /// `pending` is not empty: wait until the host socket is writable.
-    host_full: bool,
-    /// The send queue was full: the host socket is not read until the stack has room.
-    stack_full: bool,
-    /// The peer's FIN was read (every byte before it written to the host, which is then shut
-    /// for writing).
-    peer_eof: bool,
-    host_shut: bool,
-    /// The host's EOF was read (every byte before it queued, and the stack's FIN follows).
-    host_eof: bool,
-    peer_shut: bool,
-    started: std::time::Instant,
-}
-
-/// A TCP socket to `to`, connecting in the background.
-fn connect_nonblocking(to: SocketAddr) -> io::Result<TcpStream> {
-    let family = if to.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: plain arguments.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a socket we just made and own.
-    let stream = unsafe { TcpStream::from_raw_fd(fd) };
-    // SAFETY: sockaddr_storage is plain data; all zero is a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
-    let len = match to {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than, and aligned for, sockaddr_in.
-            unsafe { core::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            core::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than, and aligned for, sockaddr_in6.
-            unsafe { core::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            core::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    // SAFETY: `ss` holds a socket address of `len` bytes.
-    let r = unsafe { libc::connect(fd, (&ss as *const libc::sockaddr_storage).cast(), len as libc::socklen_t) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINPROGRESS) {
-            return Err(e);
-        }
-    }
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
-}
-
-/// Close `s` with a reset (SO_LINGER 0) rather than a FIN.
-fn reset_on_close(s: &TcpStream) {
-    let l = libc::linger { l_onoff: 1, l_linger: 0 };
-    // SAFETY: SO_LINGER reads a `struct linger` of the given size.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            core::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
-}
-
-/// What a stack call's error means for the relay: `None` when it is only "not now".
-/// A host-socket error that only means "not now".
-fn would_block(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
-}
-
-fn stack_failed(e: Error) -> Option<End> {
-    match e {
-        Error::WouldBlock | Error::NoBufferSpace => None,
-        e => Some(End::Peer(e)),
-    }
-}
-
-impl Conn {
-    fn new(id: u64, handle: TcpHandle, stack: &Stack, host: TcpStream) -> Conn {
-        let none = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
-        let tuple = stack.tcp_tuple(handle).ok();
-        let peer = tuple.map_or(none, |t| SocketAddrV4::new(t.remote_addr, t.remote_port));
-        let dest = tuple.map_or(none, |t| SocketAddrV4::new(t.local_addr, t.local_port));
-        Conn {
-            id,
-            handle,
-            peer,
-            dest,
-            host,
-            connecting: true,
-            up: 0,
-            down: 0,
-            pending: Vec::new(),
-            host_full: false,
-            stack_full: false,
-            peer_eof: false,
-            host_shut: false,
-            host_eof: false,
-            peer_shut: false,
-            started: std::time::Instant::now(),
-        }
-    }
-
-    /// Whether the host connection is up yet; an error if it failed.
-    fn check_connected(&mut self) -> Result<bool, End> {
-        match self.host.take_error() {
-            Ok(None) => {}
-            Ok(Some(e)) | Err(e) => return Err(End::Connect(e)),
-        }
-        match self.host.peer_addr() {
-            Ok(_) => {
-                self.connecting = false;
-                Ok(true)
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
-            Err(e) => Err(End::Connect(e)),
-        }
-    }
-
-    /// Move what can be moved, both ways. `Some`: the connection is over.
-    fn step(&mut self, stack: &mut Stack, scratch: &mut [u8]) -> Option<End> {
-        if self.connecting {
-            match self.check_connected() {
-                Ok(true) => {}
-                // The peer's bytes wait in the stack's receive queue meanwhile.
-                Ok(false) => return None,
-                Err(end) => return Some(end),
-            }
-        }
-        let h = self.handle;
-        loop {
-            let mut progress = false;
-            // Peer -> host: the stack's one copy (checksum verified as it copies) into the
-            // shared scratch buffer, then one write(2) of as many segments as it holds.
-            // What the host socket does not take waits in `pending`, and nothing more is
-            // read from the stack until it is written: under back-pressure the receive
-            // window closes.
-            if !self.pending.is_empty() {
-                match self.host.write(&self.pending) {
-                    Ok(n) => {
-                        self.pending.drain(..n);
-                        self.up += n as u64;
-                        progress |= n > 0;
-                    }
-                    Err(e) if would_block(&e) => {}
-                    Err(e) => return Some(End::Host(e)),
-                }
-                if self.pending.is_empty() {
-                    self.pending = Vec::new();
-                }
-            }
-            if self.pending.is_empty() && !self.peer_eof {
-                match stack.tcp_recv(h, scratch) {
-                    Ok(0) => {
-                        self.peer_eof = true;
-                        progress = true;
-                    }
-                    Ok(n) => {
-                        let written = match self.host.write(&scratch[..n]) {
-                            Ok(m) => m,
-                            Err(e) if would_block(&e) => 0,
-                            Err(e) => return Some(End::Host(e)),
-                        };
-                        self.up += written as u64;
-                        self.pending.extend_from_slice(&scratch[written..n]);
-                        progress = true;
-                    }
-                    Err(e) => {
-                        if let Some(end) = stack_failed(e) {
-                            return Some(end);
-                        }
-                    }
-                }
-            }
-            self.host_full = !self.pending.is_empty();
-            if self.peer_eof && self.pending.is_empty() && !self.host_shut {
-                if let Err(e) = self.host.shutdown(std::net::Shutdown::Write) {
-                    return Some(End::Host(e));
-                }
-                self.host_shut = true;
-                progress = true;
-            }
-            // Host -> peer: read(2) into the send queue's packet buffers.
-            if !self.host_eof {
-                let (host, mut eof, mut failed) = (&mut self.host, false, None);
-                let r = stack.tcp_send_with(h, |space| match host.read(space) {
-                    Ok(0) => {
-                        eof = true;
-                        0
-                    }
-                    Ok(n) => n,
-                    Err(e) if would_block(&e) => 0,
-                    Err(e) => {
-                        failed = Some(e);
-                        0
-                    }
-                });
-                if let Some(e) = failed {
-                    return Some(End::Host(e));
-                }
-                self.stack_full = false;
-                match r {
-                    Ok(n) => {
-                        self.down += n as u64;
-                        progress |= n > 0;
-                    }
-                    Err(Error::WouldBlock) => self.stack_full = !eof,
-                    Err(e) => {
-                        if let Some(end) = stack_failed(e) {
-                            return Some(end);
-                        }
-                    }
-                }
-                if eof {
-                    self.host_eof = true;
-                    progress = true;
-                }
-            }
-            if self.host_eof && !self.peer_shut {
-                if let Err(e) = stack.tcp_shutdown(h, Shutdown::Write) {
-                    return Some(End::Peer(e));
-                }
-                self.peer_shut = true;
-                progress = true;
-            }
-            if self.host_shut && self.peer_shut {
-                return Some(End::Closed);
-            }
-            if !progress {
-                return None;
-            }
-        }
-    }
-
-    /// What to wait for on the host socket (`None`: nothing now).
-    fn pollfd(&self) -> libc::pollfd {
-        let mut events = 0;
-        if self.connecting {
-            events |= libc::POLLOUT;
-        } else {
-            if !self.host_eof && !self.stack_full {
-                events |= libc::POLLIN;
-            }
-            if self.host_full {
-                events |= libc::POLLOUT;
-            }
-        }
-        // A descriptor with nothing to wait for is left out (fd -1), so that a socket in
-        // error does not wake the loop while the other side is the one that must move.
-        let fd = if events == 0 { -1 } else { self.host.as_raw_fd() };
-        libc::pollfd { fd, events, revents: 0 }
-    }
-
-    /// Release both sides as `end` says.
-    fn finish(self, stack: &mut Stack, end: End) -> Record {
-        match &end {
-            End::Closed => {
-                let _ = stack.tcp_close(self.handle);
-            }
-            End::Peer(_) => {
-                reset_on_close(&self.host);
-                let _ = stack.tcp_close(self.handle);
-            }
-            End::Host(_) | End::Connect(_) => {
-                let _ = stack.tcp_abort(self.handle);
-            }
-            End::Exit => {
-                reset_on_close(&self.host);
-                let _ = stack.tcp_abort(self.handle);
-            }
-        }
-        Record {
-            id: self.id,
-            peer: self.peer,
-            dest: self.dest,
-            up: self.up,
-            down: self.down,
-            secs: self.started.elapsed().as_secs_f64(),
-            end: end.to_string(),
-        }
-    }
-}
-
 /// A finished connection, for the exit report.
 struct Record {
     id: u64,
@@ -484,11 +176,158 @@ struct Record {
     end: String,
 }
 
-/// The shared buffer peer-to-host bytes pass through: one write(2) carries up to this much.
-const SCRATCH: usize = 256 * 1024;
-
 /// Per-connection records kept for the report; beyond this only the totals grow.
 const MAX_RECORDS: usize = 100_000;
+
+/// Each direction's copy buffer: one host system call moves up to this much (tokio's 8 KiB
+/// default costs a call per 8 KiB; see `ackclock::runtime::tokio`).
+const COPY: usize = 64 * 1024;
+
+/// What the connections report, as they end.
+#[derive(Default)]
+struct Report {
+    records: Vec<Record>,
+    omitted: u64,
+    connections: u64,
+    up: u64,
+    down: u64,
+    /// Connections still open (their tasks have not reported).
+    open: u64,
+    reset_at_exit: u64,
+}
+
+impl Report {
+    fn keep(&mut self, r: Record, exit: bool) {
+        self.up += r.up;
+        self.down += r.down;
+        self.open -= 1;
+        self.reset_at_exit += exit as u64;
+        if self.records.len() < MAX_RECORDS {
+            self.records.push(r);
+        } else {
+            self.omitted += 1;
+        }
+    }
+}
+
+/// What every task of the relay shares.
+struct Relay {
+    to: SocketAddr,
+    report: Mutex<Report>,
+    /// Set once to stop: every connection is reset both ways and reports.
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+/// `to`'s address as the report writes it: an IPv4 socket address, or 0.0.0.0:0.
+fn v4(a: io::Result<SocketAddr>) -> SocketAddrV4 {
+    match a {
+        Ok(SocketAddr::V4(a)) => a,
+        _ => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+    }
+}
+
+/// Accept on `listener` until it fails (the runtime stopped) or the relay stops; a task per
+/// connection.
+async fn accept_loop(listener: TcpListener, relay: Arc<Relay>) {
+    let mut stop = relay.stop.clone();
+    loop {
+        let inside = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let id = {
+            let mut r = relay.report.lock().unwrap_or_else(|e| e.into_inner());
+            r.connections += 1;
+            r.open += 1;
+            r.connections
+        };
+        tokio::spawn(connection(id, inside, relay.clone()));
+    }
+}
+
+/// One relayed connection, from its host connection to both ends, then its record.
+async fn connection(id: u64, mut inside: TcpStream, relay: Arc<Relay>) {
+    let started = std::time::Instant::now();
+    let (peer, dest) = (v4(inside.peer_addr()), v4(inside.local_addr()));
+    let _ = inside.set_nodelay(true);
+    let (mut up, mut down) = (0u64, 0u64);
+    let mut host = None;
+    let mut stop = relay.stop.clone();
+    let end = tokio::select! {
+        e = splice(&mut inside, relay.to, &mut host, &mut up, &mut down) => e,
+        _ = stop.wait_for(|s| *s) => End::Exit,
+    };
+    // Release both sides as `end` says: a reset where the other side failed or at exit
+    // (SO_LINGER 0 on the host socket, an RST from the stack), a close otherwise.
+    let reset_host = matches!(end, End::Peer(_) | End::Exit);
+    let reset_peer = matches!(end, End::Host(_) | End::Connect(_) | End::Exit);
+    if let (true, Some(h)) = (reset_host, &host) {
+        let _ = h.set_zero_linger();
+    }
+    if reset_peer {
+        let _ = inside.set_zero_linger();
+    }
+    drop(host);
+    drop(inside);
+    if !matches!(end, End::Closed) {
+        eprintln!("ackclock relay: connection {id} from {peer}: {end}");
+    }
+    let exit = matches!(end, End::Exit);
+    let record = Record { id, peer, dest, up, down, secs: started.elapsed().as_secs_f64(), end: end.to_string() };
+    relay.report.lock().unwrap_or_else(|e| e.into_inner()).keep(record, exit);
+}
+
+/// Connect to `to` and move bytes both ways until both sides have closed (`Closed`) or one
+/// fails. The host socket is left in `host`, for the caller to close or reset.
+async fn splice(
+    inside: &mut TcpStream,
+    to: SocketAddr,
+    host: &mut Option<tokio::net::TcpStream>,
+    up: &mut u64,
+    down: &mut u64,
+) -> End {
+    let h = match tokio::net::TcpStream::connect(to).await {
+        Ok(h) => host.insert(h),
+        Err(e) => return End::Connect(e),
+    };
+    let _ = h.set_nodelay(true);
+    let (mut from_host, mut to_host) = h.split();
+    let (mut from_peer, mut to_peer) = tokio::io::split(inside);
+    let peer_to_host = pump(&mut from_peer, &mut to_host, up, End::Peer, End::Host);
+    let host_to_peer = pump(&mut from_host, &mut to_peer, down, End::Host, End::Peer);
+    match tokio::try_join!(peer_to_host, host_to_peer) {
+        Ok(_) => End::Closed,
+        Err(end) => end,
+    }
+}
+
+/// One direction to its end of stream, then a FIN on the other side (half-close travels
+/// through). An error names the side it came from.
+async fn pump<R, W>(
+    from: &mut R,
+    to: &mut W,
+    moved: &mut u64,
+    read_side: fn(io::Error) -> End,
+    write_side: fn(io::Error) -> End,
+) -> Result<(), End>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; COPY];
+    loop {
+        let n = from.read(&mut buf).await.map_err(read_side)?;
+        if n == 0 {
+            return to.shutdown().await.map_err(write_side);
+        }
+        to.write_all(&buf[..n]).await.map_err(write_side)?;
+        *moved += n as u64;
+    }
+}
 
 fn relay(args: RelayArgs) -> Result<(), String> {
     install_signals();
@@ -501,30 +340,31 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     if args.buffer == 0 {
         return Err("--buffer must be at least 1 KiB".into());
     }
+    if args.udp_timeout == 0 {
+        return Err("--udp-timeout must be at least 1 s".into());
+    }
     let buffer = args.buffer * 1024;
     let mut link = Link::open(&args.link)?;
     let any = args.listen.any();
-    let mut stack = link.stack(args.link.addr, any, args.max_connections)?;
-    let mut opts = ackclock::tcp::SocketOptions::from_config(stack.tcp().config());
-    (opts.recv_buffer, opts.send_buffer) = (buffer, buffer);
-    let listeners: Vec<ListenerHandle> = if any {
-        vec![stack.tcp_listen_any(1024, opts).map_err(|e| format!("listen any: {e}"))?]
+    let stack = link.stack_with(args.link.addr, any, args.max_connections, |c| {
+        (c.tcp.recv_buffer, c.tcp.send_buffer) = (buffer, buffer);
+    })?;
+    let (kind, mode) = (link.kind(), link.mode());
+    let rt = Runtime::new(stack, link.dev).map_err(|e| format!("runtime: {e}"))?;
+    let listeners: Vec<TcpListener> = if any {
+        vec![TcpListener::bind_any(&rt).map_err(|e| format!("listen any: {e}"))?]
     } else {
         args.listen
             .0
             .iter()
             .map(|&port| {
-                stack
-                    .tcp_listen_with(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 128, opts)
+                TcpListener::bind(&rt, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
                     .map_err(|e| format!("listen {port}: {e}"))
             })
             .collect::<Result<_, _>>()?
     };
-    if args.udp_timeout == 0 {
-        return Err("--udp-timeout must be at least 1 s".into());
-    }
     let udp_idle = std::time::Duration::from_secs(args.udp_timeout);
-    let mut udp = udp::UdpRelay::new(&mut stack, any, &args.listen.0, to, args.udp_sessions, udp_idle)?;
+    let udp = Arc::new(udp::UdpRelay::new(&rt, any, &args.listen.0, to, args.udp_sessions, udp_idle)?);
     let ports = args.listen.0.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
     let ports = match () {
         _ if any => "any address and port".to_string(),
@@ -532,99 +372,69 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         _ => ports,
     };
     println!(
-        "ackclock relay: {} {} ({}), stack {}{}{}; TCP and UDP ports {ports} -> {to}; ready",
-        link.kind(),
+        "ackclock relay: {kind} {} ({mode}), stack {}{}{}; TCP and UDP ports {ports} -> {to}; ready",
         link.name,
-        link.mode(),
         args.link.addr,
         args.link.host_addr.map_or(String::new(), |h| format!(", host {h}")),
         args.link.netns.as_deref().map_or(String::new(), |n| format!(", netns {n}")),
     );
     let _ = io::stdout().flush();
 
-    let mut conns: Vec<Conn> = Vec::new();
-    let mut records: Vec<Record> = Vec::new();
-    let (mut total_up, mut total_down, mut total_conns, mut dropped_records) = (0u64, 0u64, 0u64, 0u64);
-    let mut keep = |r: Record, records: &mut Vec<Record>| {
-        total_up += r.up;
-        total_down += r.down;
-        if records.len() < MAX_RECORDS {
-            records.push(r);
-        } else {
-            dropped_records += 1;
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let relay = Arc::new(Relay { to, report: Mutex::new(Report::default()), stop });
+    let tasks = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("tokio: {e}"))?;
+    tasks.block_on(async {
+        for l in listeners {
+            tokio::spawn(accept_loop(l, relay.clone()));
         }
-    };
-    let mut fds: Vec<libc::pollfd> = Vec::new();
-    // What every connection's peer-to-host bytes pass through, one connection at a time.
-    let mut scratch = vec![0u8; SCRATCH];
-    let mut result = Ok(());
-    while !stopping() {
-        let now = link.now();
-        let wall = std::time::Instant::now();
-        stack.receive(now, &mut link.dev);
-        udp.upstream(&mut stack, wall);
-        udp.expire(wall);
-        for &l in &listeners {
-            while let Ok(h) = stack.tcp_accept(l) {
-                total_conns += 1;
-                match connect_nonblocking(to) {
-                    Ok(host) => conns.push(Conn::new(total_conns, h, &stack, host)),
-                    Err(e) => {
-                        eprintln!("ackclock relay: connect {to}: {e}");
-                        let _ = stack.tcp_abort(h);
-                    }
+        udp.start();
+        let mut releases = 0;
+        while !stopping() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            // The runtime gave the packet pools' idle pages back: the heap's too (the
+            // connections' copy buffers, freed at close, stay in glibc's heap until trimmed).
+            let r = rt.stats().idle_memory_releases;
+            if r != releases {
+                releases = r;
+                #[cfg(target_env = "gnu")]
+                // SAFETY: malloc_trim only returns free heap memory to the system.
+                unsafe {
+                    libc::malloc_trim(0);
                 }
             }
         }
-        let mut i = 0;
-        while i < conns.len() {
-            match conns[i].step(&mut stack, &mut scratch) {
-                None => i += 1,
-                Some(end) => {
-                    let c = conns.swap_remove(i);
-                    if !matches!(end, End::Closed) {
-                        eprintln!("ackclock relay: connection {} from {}: {end}", c.id, c.peer);
-                    }
-                    keep(c.finish(&mut stack, end), &mut records);
-                }
+        // Stop: every connection resets both ways and reports (bounded: a task that does
+        // not report within two seconds is counted as open).
+        let _ = stop_tx.send(true);
+        for _ in 0..200 {
+            if relay.report.lock().unwrap_or_else(|e| e.into_inner()).open == 0 {
+                break;
             }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        stack.transmit(now, &mut link.dev);
-        link.report_errors("ackclock relay");
-        link.trim_memory(&stack);
-        fds.clear();
-        fds.push(libc::pollfd { fd: link.device().as_raw_fd(), events: libc::POLLIN, revents: 0 });
-        fds.extend(conns.iter().map(Conn::pollfd));
-        let udp_fds = fds.len();
-        udp.pollfds(&mut fds);
-        let timeout = match udp.timeout(wall) {
-            Some(t) => link.timeout(&stack).min(t),
-            None => link.timeout(&stack),
-        };
-        if let Err(e) = poll(&mut fds, timeout) {
-            result = Err(format!("ppoll: {e}"));
-            break;
-        }
-        if fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-            result = Err(format!("{} {} is gone", link.kind().to_uppercase(), link.name));
-            break;
-        }
-        udp.downstream(&mut stack, &fds[udp_fds..], std::time::Instant::now());
-    }
-
-    // Shut down: reset what is open (both ways), stop listening, let the resets out.
-    let open = conns.len();
-    for c in conns.drain(..) {
-        keep(c.finish(&mut stack, End::Exit), &mut records);
-    }
-    for l in listeners {
-        let _ = stack.tcp_unlisten(l);
-    }
-    let (u, udp_open) = (udp.stats, udp.open());
-    udp.close(&mut stack);
-    link.flush_at_exit(&mut stack);
-    records.sort_by_key(|r| r.id);
-    for r in &records {
+        udp.stop();
+    });
+    let (u, udp_open) = udp.stats();
+    drop(udp);
+    // Every socket is closed or reset: the last round sends what is left, then the device
+    // comes back for its counters and the capture.
+    let stack_drops: serde_json::Map<String, serde_json::Value> = rt.with_stack(|s| {
+        s.counters()
+            .named()
+            .filter(|&(name, n)| name.starts_with("drops_") && n > 0)
+            .map(|(name, n)| (name.to_string(), n.into()))
+            .collect()
+    });
+    let mut rt = rt;
+    rt.shutdown_linger(std::time::Duration::from_millis(500));
+    drop(tasks);
+    link.dev = rt.take_device().ok_or("the runtime did not give the device back")?;
+    link.report_errors("ackclock relay");
+    let mut report = std::mem::take(&mut *relay.report.lock().unwrap_or_else(|e| e.into_inner()));
+    let (total_conns, total_up, total_down, open) =
+        (report.connections, report.up, report.down, report.reset_at_exit + report.open);
+    report.records.sort_by_key(|r| r.id);
+    for r in &report.records {
         eprintln!(
             "ackclock relay: #{} {} -> {}: {} bytes up, {} bytes down, {:.3} s, {}",
             r.id, r.peer, r.dest, r.up, r.down, r.secs, r.end
@@ -639,14 +449,8 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         u.sessions, u.expired, u.evicted, u.up, u.up_bytes, u.down, u.down_bytes, u.dropped
     );
     if args.json {
-        // Every drop reason the stack counted, by its counter's name.
-        let stack_drops: serde_json::Map<String, serde_json::Value> = stack
-            .counters()
-            .named()
-            .filter(|&(name, n)| name.starts_with("drops_") && n > 0)
-            .map(|(name, n)| (name.to_string(), n.into()))
-            .collect();
-        let conns: Vec<serde_json::Value> = records
+        let conns: Vec<serde_json::Value> = report
+            .records
             .iter()
             .map(|r| {
                 serde_json::json!({
@@ -658,7 +462,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         let out = serde_json::json!({
             "to": to.to_string(),
             "connections": conns,
-            "omitted": dropped_records,
+            "omitted": report.omitted,
             "total": { "connections": total_conns, "reset_at_exit": open, "up": total_up, "down": total_down },
             "stack_drops": stack_drops,
             "udp": {
@@ -668,8 +472,7 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         });
         println!("{out}");
     }
-    let flushed = link.finish();
-    result.and(flushed)
+    link.finish()
 }
 
 #[cfg(test)]
