@@ -104,6 +104,14 @@ const CLIENT: &str = r#"
 import hashlib, os, socket, sys, threading
 port = int(sys.argv[1])
 
+def drain(s):
+    got = bytearray()
+    while True:
+        b = s.recv(1 << 16)
+        if not b:
+            return bytes(got)
+        got += b
+
 def echo(dst, n, out, i):
     data = os.urandom(n)
     s = socket.create_connection((dst, port), timeout=60)
@@ -112,14 +120,9 @@ def echo(dst, n, out, i):
         s.shutdown(socket.SHUT_WR)
     t = threading.Thread(target=send)
     t.start()
-    got = bytearray()
-    while True:
-        b = s.recv(1 << 16)
-        if not b:
-            break
-        got += b
+    got = drain(s)
     t.join()
-    out[i] = bytes(got) == data + b"bye"
+    out[i] = got == data + b"bye"
 
 out = [False] * 9
 ts = [threading.Thread(target=echo, args=("10.99.0.77", 4 << 20, out, i)) for i in range(8)]
@@ -131,12 +134,7 @@ print("echo", sum(out))
 n = 3 << 20
 s = socket.create_connection(("10.99.0.77", port), timeout=60)
 s.sendall(b"S" + n.to_bytes(8, "big"))
-got = bytearray()
-while True:
-    b = s.recv(1 << 16)
-    if not b:
-        break
-    got += b
+got = drain(s)
 want = (bytes(range(256)) * (n // 256 + 1))[:n]
 s.sendall(b"after the upstream's FIN")
 s.shutdown(socket.SHUT_WR)

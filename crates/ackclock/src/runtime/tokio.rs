@@ -176,8 +176,10 @@ impl TcpStream {
     }
 }
 
-impl TcpStream {
-    fn read_poll(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+/// Reading through a shared reference, as `std::io::Read for &std::net::TcpStream`: one task
+/// may read while another writes.
+impl AsyncRead for &TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let inner = &self.inner;
         // Zeroes the unfilled part once; ReadBuf remembers it is initialised after that.
         let dst = buf.initialize_unfilled();
@@ -194,8 +196,11 @@ impl TcpStream {
             }
         }
     }
+}
 
-    fn write_poll(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+/// Writing through a shared reference (see `AsyncRead for &TcpStream`).
+impl AsyncWrite for &TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let inner = &self.inner;
         match inner.try_write(inner.shared().lock(), buf, false) {
             Attempt::Done(r) => Poll::Ready(r),
@@ -204,18 +209,6 @@ impl TcpStream {
                 Poll::Pending
             }
         }
-    }
-}
-
-impl AsyncRead for TcpStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.read_poll(cx, buf)
-    }
-}
-
-impl AsyncWrite for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.write_poll(cx, buf)
     }
 
     /// Bytes written are queued for sending at once: there is nothing to flush.
@@ -229,26 +222,23 @@ impl AsyncWrite for TcpStream {
     }
 }
 
-/// Reading through a shared reference, as `std::io::Read for &std::net::TcpStream`: one task
-/// may read while another writes.
-impl AsyncRead for &TcpStream {
+impl AsyncRead for TcpStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.read_poll(cx, buf)
+        Pin::new(&mut &*self).poll_read(cx, buf)
     }
 }
 
-/// Writing through a shared reference (see `AsyncRead for &TcpStream`).
-impl AsyncWrite for &TcpStream {
+impl AsyncWrite for TcpStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.write_poll(cx, buf)
+        Pin::new(&mut &*self).poll_write(cx, buf)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut &*self).poll_flush(cx)
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.inner.shutdown(Shutdown::Write))
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut &*self).poll_shutdown(cx)
     }
 }
 
