@@ -201,8 +201,11 @@
 //! the device back, for its counters or a capture to flush. The stack stays readable
 //! through [`Runtime::with_stack`].
 
+mod config;
 #[cfg(all(test, loom))]
 mod deadline_model;
+mod idle;
+mod listener;
 mod net;
 mod rounds;
 mod stop;
@@ -215,7 +218,10 @@ mod waiters;
 mod watch;
 pub(crate) mod wnd_update;
 
-pub use net::{TcpListener, TcpStream};
+pub use config::{RuntimeConfig, RuntimeStats, TapRounds, IDLE_MEMORY_AFTER, IDLE_MEMORY_KEPT};
+use idle::IdleMemory;
+pub use listener::TcpListener;
+pub use net::TcpStream;
 pub use udp::UdpSocket;
 
 use crate::buf::Pool;
@@ -273,103 +279,6 @@ impl RuntimeDevice for crate::phy::Tun {
     fn receive_pool(&self) -> Option<Pool> {
         Some(self.pool().clone())
     }
-}
-
-/// How a runtime runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RuntimeConfig {
-    /// For benchmarks only: a reader that freed receive space posts a window-update request
-    /// and waits for the protocol thread's reply, one message per read, as before DragonFly
-    /// BSD's commit 96c6eb29. Off (the default): the request is posted and coalesced.
-    pub sync_window_updates: bool,
-    /// Who runs the protocol rounds over a TAP or TUN (over the in-memory pipe application
-    /// threads always run them too). See the module documentation.
-    pub tap_rounds: TapRounds,
-    /// Keep the packet pools' free buffers resident while the device is quiet. Off (the
-    /// default): once no frame has moved for [`IDLE_MEMORY_AFTER`], the protocol thread gives
-    /// the pages of free buffers back to the operating system (the stack's pool and the
-    /// device's receive pool, [`RuntimeDevice::receive_pool`]), keeping a burst's worth
-    /// ([`IDLE_MEMORY_KEPT`] bytes per pool) resident; so the process's memory follows its
-    /// load down after a burst, as well as up. A buffer given back reads as zeros and costs
-    /// a page fault per page when next used.
-    pub keep_idle_memory: bool,
-}
-
-/// How long the device must be quiet before the runtime gives idle packet memory back
-/// ([`RuntimeConfig::keep_idle_memory`]).
-pub const IDLE_MEMORY_AFTER: Duration = Duration::from_secs(1);
-
-/// Bytes of free buffers each pool keeps resident when idle memory is given back: a burst's
-/// worth (the buffers at the bottom of its free list, the next to be used).
-pub const IDLE_MEMORY_KEPT: usize = 1 << 20;
-
-/// Who runs the protocol rounds over a TAP or TUN ([`RuntimeConfig::tap_rounds`]); the
-/// module documentation has the design and `scripts/bench-rt-tap` the measurements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TapRounds {
-    /// Only the protocol thread: it watches the device, runs every round, and wakes
-    /// application threads on their sockets' condition variables.
-    ProtocolThread,
-    /// Application threads run rounds too, as over the in-memory pipe (a writer sends what
-    /// it queued, a reader its window update, reading the device in the same round); the
-    /// protocol thread watches the device and *parks* while they do. Blocked threads wait
-    /// on condition variables.
-    AppThreads,
-    /// The default: as `AppThreads`, and an application thread that blocks watches the
-    /// device itself (ppoll on its descriptor) and runs the rounds its frames need, instead
-    /// of waiting for the protocol thread to run them; at most one thread watches at a
-    /// time, and the protocol thread keeps the timers (module documentation, "Over a TAP or
-    /// TUN"). Measured the closest to a single-thread loop.
-    #[default]
-    Watch,
-}
-
-/// What a runtime counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RuntimeStats {
-    /// Window-update requests the protocol thread handled (messages from readers).
-    pub window_update_requests: u64,
-    /// Of those, the ones that found an update due and sent it.
-    pub window_updates_sent: u64,
-    /// Protocol-thread rounds.
-    pub rounds: u64,
-    /// Times the protocol thread went to sleep.
-    pub sleeps: u64,
-    /// Signals of the protocol thread's eventfd (a system call each): from application
-    /// threads, and from the in-memory pipe's other end when frames reach an empty queue.
-    pub wakeups: u64,
-    /// Times an application thread blocked on a socket's condition variable (a futex wait
-    /// and a wake-up each).
-    pub app_waits: u64,
-    /// Acquisitions of the stack's lock that found it held and had to wait.
-    pub lock_contended: u64,
-    /// Of the rounds, those an application thread ran (over the in-memory pipe: after
-    /// queueing data or a window-update request, and while polling before it blocks).
-    pub app_rounds: u64,
-    /// Times an application thread polled before blocking (over the pipe).
-    pub polls: u64,
-    /// Of those, the polls that saw no round before their time was up (the thread then
-    /// sleeps on its condition variable).
-    pub poll_timeouts: u64,
-    /// Times the protocol thread, woken by a TAP's or TUN's descriptor, found an
-    /// application thread running rounds and left the device to it (a sleep each, counted
-    /// in `sleeps` too).
-    pub parks: u64,
-    /// Times an application thread slept watching the device
-    /// ([`TapRounds::Watch`]).
-    pub watches: u64,
-    /// Of the watching application threads' wake-ups, those for frames on the device (the
-    /// thread ran a round).
-    pub watch_rounds: u64,
-    /// Times the last application thread to stop watching the device or leave its call
-    /// lowered the protocol thread's deadline, so that the device is watched again soon if
-    /// no thread comes back (a timerfd system call each).
-    pub handoffs: u64,
-    /// Times the protocol thread gave idle packet memory back
-    /// ([`RuntimeConfig::keep_idle_memory`]).
-    pub idle_memory_releases: u64,
-    /// The bytes it gave back, over those times.
-    pub idle_memory_released: u64,
 }
 
 /// A stack and the protocol thread that drives it. See the [module documentation](self).
@@ -804,43 +713,6 @@ const POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The protocol thread: rounds of receive, process, output, transmit, then sleep until the
 /// device, a ring or a timer.
-/// The protocol thread's watch on a quiet device ([`RuntimeConfig::keep_idle_memory`]).
-struct IdleMemory {
-    /// The stack's pool and the device's.
-    pools: Vec<Pool>,
-    /// Frames moved when the thread last saw a change, and when that was.
-    seen: u64,
-    since: std::time::Instant,
-    /// Memory was given back since then.
-    released: bool,
-}
-
-impl IdleMemory {
-    /// Look at the frames moved now: give the pools' idle memory back once they have not
-    /// changed for [`IDLE_MEMORY_AFTER`], and say how long until that is due (`None`:
-    /// nothing to wait for).
-    fn check(&mut self, shared: &Shared) -> Option<Duration> {
-        let moved = shared.frames_moved.load(Ordering::Relaxed);
-        let now = std::time::Instant::now();
-        if moved != self.seen {
-            (self.seen, self.since, self.released) = (moved, now, false);
-        }
-        if self.released {
-            return None;
-        }
-        let due = self.since + IDLE_MEMORY_AFTER;
-        if now < due {
-            return Some(due - now);
-        }
-        self.released = true;
-        let bytes: usize =
-            self.pools.iter().map(|p| p.release_free((IDLE_MEMORY_KEPT / p.buffer_size()).max(16))).sum();
-        shared.idle_memory_releases.fetch_add(1, Ordering::Relaxed);
-        shared.idle_memory_released.fetch_add(bytes as u64, Ordering::Relaxed);
-        None
-    }
-}
-
 fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, mut idle: Option<IdleMemory>) {
     let fds: Vec<RawFd> = [shared.bell.as_raw_fd(), shared.timer.as_raw_fd()].into_iter().chain(device_fd).collect();
     let mut app_rounds_seen = 0;

@@ -2,7 +2,7 @@
 
 use super::watch::Watcher;
 use super::{sys, Inner, Runtime, Shared};
-use crate::socket::{Error, ListenerHandle, Shutdown as CoreShutdown, TcpHandle};
+use crate::socket::{Error, Shutdown as CoreShutdown, TcpHandle};
 use core::time::Duration;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4};
@@ -38,7 +38,7 @@ pub(super) fn io_error(e: Error) -> io::Error {
     io::Error::new(kind, e)
 }
 
-fn v4(addr: core::net::Ipv4Addr, port: u16) -> SocketAddr {
+pub(super) fn v4(addr: core::net::Ipv4Addr, port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(addr, port))
 }
 
@@ -350,7 +350,7 @@ pub struct TcpStream {
 }
 
 impl TcpStream {
-    fn new(shared: Arc<Shared>, h: TcpHandle, slot: u32) -> TcpStream {
+    pub(super) fn new(shared: Arc<Shared>, h: TcpHandle, slot: u32) -> TcpStream {
         TcpStream {
             shared,
             h,
@@ -634,7 +634,7 @@ impl TcpStream {
         Ok(v4(t.remote_addr, t.remote_port))
     }
 
-    /// The local address. For a connection accepted by [`TcpListener::bind_any`], the
+    /// The local address. For a connection accepted by [`TcpListener::bind_any`](super::TcpListener::bind_any), the
     /// address and port the peer dialled (its original destination).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let t = self.tuple()?;
@@ -806,125 +806,6 @@ impl Drop for TcpStream {
             true => g.stack.tcp_abort(self.h),
             false => g.stack.tcp_close(self.h),
         };
-        drop(g);
-        self.shared.kick();
-    }
-}
-
-/// A listening socket on a [`Runtime`]. Dropping it resets the connections it had not
-/// handed out.
-#[derive(Debug)]
-pub struct TcpListener {
-    shared: Arc<Shared>,
-    l: ListenerHandle,
-    local: SocketAddrV4,
-    nonblocking: AtomicBool,
-}
-
-impl TcpListener {
-    /// Listen on `addr` (`0.0.0.0` for any of the stack's addresses). `AddrInUse` if it
-    /// already listens there; `InvalidInput` for port 0.
-    pub fn bind(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpListener> {
-        TcpListener::bind_with_backlog(rt, addr, DEFAULT_BACKLOG)
-    }
-
-    /// [`bind`](Self::bind) with an accept-queue length.
-    pub fn bind_with_backlog(rt: &Runtime, addr: SocketAddrV4, backlog: usize) -> io::Result<TcpListener> {
-        let shared = rt.shared().clone();
-        let mut g = shared.lock();
-        if g.closed {
-            return Err(aborted());
-        }
-        let l = g.stack.tcp_listen(addr, backlog).map_err(io_error)?;
-        drop(g);
-        Ok(TcpListener { shared, l, local: addr, nonblocking: AtomicBool::new(false) })
-    }
-
-    /// Listen on every address and port no other listener takes: with
-    /// [`InterfaceConfig::any_destination`](crate::iface::InterfaceConfig::any_destination),
-    /// a transparent proxy's listener. Each accepted stream's
-    /// [`local_addr`](TcpStream::local_addr) is where the peer was going.
-    pub fn bind_any(rt: &Runtime) -> io::Result<TcpListener> {
-        let shared = rt.shared().clone();
-        let mut g = shared.lock();
-        if g.closed {
-            return Err(aborted());
-        }
-        let opts = crate::tcp::SocketOptions::from_config(g.stack.tcp().config());
-        let l = g.stack.tcp_listen_any(DEFAULT_BACKLOG, opts).map_err(io_error)?;
-        drop(g);
-        let local = SocketAddrV4::new(core::net::Ipv4Addr::UNSPECIFIED, 0);
-        Ok(TcpListener { shared, l, local, nonblocking: AtomicBool::new(false) })
-    }
-
-    /// The next established connection and its peer's address, waiting for one.
-    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let shared = &*self.shared;
-        let mut g = shared.lock();
-        loop {
-            match self.try_accept(&mut g)? {
-                Some(accepted) => return Ok(accepted),
-                None if self.nonblocking.load(Ordering::Relaxed) => return Err(io_error(Error::WouldBlock)),
-                None => {
-                    g.register_accept(self.l, None);
-                    g = shared.accept_cv.wait(g).unwrap_or_else(|e| e.into_inner());
-                }
-            }
-        }
-    }
-
-    /// One accept attempt under the lock: `None` when no connection is ready (the caller
-    /// registers as a waiter under the same lock).
-    pub(super) fn try_accept(&self, g: &mut MutexGuard<'_, Inner>) -> io::Result<Option<(TcpStream, SocketAddr)>> {
-        if g.closed {
-            return Err(aborted());
-        }
-        match g.stack.tcp_accept(self.l) {
-            Ok(h) => {
-                let t = g.stack.tcp_tuple(h).map_err(io_error)?;
-                let slot = g.stack.tcp_slot(h).map_err(io_error)?;
-                Ok(Some((TcpStream::new(self.shared.clone(), h, slot), v4(t.remote_addr, t.remote_port))))
-            }
-            Err(Error::WouldBlock) => Ok(None),
-            Err(e) => Err(io_error(e)),
-        }
-    }
-
-    /// Register a task to be woken when `try_accept` may find a connection.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
-    pub(super) fn register_accept_waker(&self, g: &mut MutexGuard<'_, Inner>, waker: &Waker) {
-        g.register_accept(self.l, Some(waker));
-    }
-
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
-    pub(super) fn shared(&self) -> &Shared {
-        &self.shared
-    }
-
-    /// The address it was bound to (`0.0.0.0:0` for [`bind_any`](Self::bind_any)).
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(SocketAddr::V4(self.local))
-    }
-
-    /// `accept` fails with `WouldBlock` instead of waiting.
-    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
-        self.nonblocking.store(nonblocking, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Accepted connections, forever (ends only with an error).
-    pub fn incoming(&self) -> impl Iterator<Item = io::Result<TcpStream>> + '_ {
-        std::iter::from_fn(move || Some(self.accept().map(|(s, _)| s)))
-    }
-}
-
-impl Drop for TcpListener {
-    fn drop(&mut self) {
-        let mut g = self.shared.lock();
-        if g.closed {
-            return;
-        }
-        let _ = g.stack.tcp_unlisten(self.l);
         drop(g);
         self.shared.kick();
     }

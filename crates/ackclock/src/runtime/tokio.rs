@@ -44,6 +44,7 @@
 //! # Ok(()) }
 //! ```
 
+use super::listener;
 use super::net::{self, Attempt};
 use super::Runtime;
 use ::tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -246,19 +247,19 @@ impl AsyncWrite for TcpStream {
 /// handed out.
 #[derive(Debug)]
 pub struct TcpListener {
-    inner: net::TcpListener,
+    inner: listener::TcpListener,
 }
 
 impl TcpListener {
-    /// Listen on `addr` (see [`net::TcpListener::bind`]).
+    /// Listen on `addr` (see [`listener::TcpListener::bind`]).
     pub fn bind(rt: &Runtime, addr: SocketAddrV4) -> io::Result<TcpListener> {
-        Ok(TcpListener { inner: net::TcpListener::bind(rt, addr)? })
+        Ok(TcpListener { inner: listener::TcpListener::bind(rt, addr)? })
     }
 
     /// Listen on every address and port no other listener takes (a transparent proxy's
-    /// listener, see [`net::TcpListener::bind_any`]).
+    /// listener, see [`listener::TcpListener::bind_any`]).
     pub fn bind_any(rt: &Runtime) -> io::Result<TcpListener> {
-        Ok(TcpListener { inner: net::TcpListener::bind_any(rt)? })
+        Ok(TcpListener { inner: listener::TcpListener::bind_any(rt)? })
     }
 
     /// The next established connection and its peer's address.
