@@ -218,7 +218,7 @@ struct Relay {
     stop: tokio::sync::watch::Receiver<bool>,
 }
 
-/// `to`'s address as the report writes it: an IPv4 socket address, or 0.0.0.0:0.
+/// An address as the report writes it: IPv4, or 0.0.0.0:0 when there is none.
 fn v4(a: io::Result<SocketAddr>) -> SocketAddrV4 {
     match a {
         Ok(SocketAddr::V4(a)) => a,
