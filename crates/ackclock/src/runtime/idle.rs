@@ -9,15 +9,20 @@ use std::sync::atomic::Ordering;
 /// The protocol thread's watch on a quiet device ([`RuntimeConfig::keep_idle_memory`]).
 pub(super) struct IdleMemory {
     /// The stack's pool and the device's.
-    pub(super) pools: Vec<Pool>,
+    pools: Vec<Pool>,
     /// Frames moved when the thread last saw a change, and when that was.
-    pub(super) seen: u64,
-    pub(super) since: std::time::Instant,
+    seen: u64,
+    since: std::time::Instant,
     /// Memory was given back since then.
-    pub(super) released: bool,
+    released: bool,
 }
 
 impl IdleMemory {
+    /// A watch over `pools` (the stack's, and the device's if it has one), quiet since now.
+    pub(super) fn new(pools: Vec<Pool>) -> IdleMemory {
+        IdleMemory { pools, seen: 0, since: std::time::Instant::now(), released: false }
+    }
+
     /// Look at the frames moved now: give the pools' idle memory back once they have not
     /// changed for [`IDLE_MEMORY_AFTER`], and say how long until that is due (`None`:
     /// nothing to wait for).

@@ -188,9 +188,9 @@
 //! (`Pool::release_free`, in the stack's pool and the device's receive pool), once per
 //! quiet spell. When it sleeps on the device it wakes for that if nothing else wakes it
 //! first; while an application thread watches the device, it does it at its next wake-up
-//! (a timer, a message). `ackclock serve` and
-//! `relay` do the same from their loops. [`RuntimeConfig::keep_idle_memory`] turns it off.
-//! The heap is the embedder's: the runtime does not trim it.
+//! (a timer, a message). [`RuntimeConfig::keep_idle_memory`] turns it off. The heap is the
+//! embedder's: the runtime does not trim it (`ackclock relay` trims it after each release,
+//! `serve` from its own loop).
 //!
 //! **Stopping.** [`Runtime::shutdown`] (or drop) resets every connection still open and
 //! closes every listener, as a process that exits does, sends those RSTs, wakes every
@@ -595,12 +595,8 @@ impl Runtime {
             idle_memory_released: AtomicU64::new(0),
         });
         let s = shared.clone();
-        let idle = (!config.keep_idle_memory).then_some(IdleMemory {
-            pools: [Some(stack_pool), device_pool].into_iter().flatten().collect(),
-            seen: 0,
-            since: std::time::Instant::now(),
-            released: false,
-        });
+        let idle = (!config.keep_idle_memory)
+            .then(|| IdleMemory::new([Some(stack_pool), device_pool].into_iter().flatten().collect()));
         let thread = std::thread::Builder::new()
             .name("ackclock-protocol".into())
             .spawn(move || protocol_thread(s, device_fd, idle))?;

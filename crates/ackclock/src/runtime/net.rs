@@ -582,8 +582,6 @@ impl TcpStream {
         }
     }
 
-    /// Register a task to be woken when reading (`write == false`) or writing may proceed.
-    /// Called with the guard an attempt returned `Blocked` with.
     /// Whether a read (`write`: a write) would not block now, under the lock: `Done(Ok(0))`
     /// if so (it would return data, end of stream or an error), or `Blocked` with the lock
     /// still held, for the caller to register as a waiter. A write is ready only with a
@@ -610,6 +608,8 @@ impl TcpStream {
         }
     }
 
+    /// Register a task to be woken when reading (`write == false`) or writing may proceed.
+    /// Called with the guard an attempt returned `Blocked` with.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // for the async sockets
     pub(super) fn register_waker(&self, g: &mut MutexGuard<'_, Inner>, write: bool, waker: &Waker) {
         g.register(self.h, self.slot, write, Some(waker));
@@ -634,8 +634,9 @@ impl TcpStream {
         Ok(v4(t.remote_addr, t.remote_port))
     }
 
-    /// The local address. For a connection accepted by [`TcpListener::bind_any`](super::TcpListener::bind_any), the
-    /// address and port the peer dialled (its original destination).
+    /// The local address. For a connection accepted by
+    /// [`TcpListener::bind_any`](super::TcpListener::bind_any), the address and port the peer
+    /// dialled (its original destination).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let t = self.tuple()?;
         Ok(v4(t.local_addr, t.local_port))
@@ -697,6 +698,7 @@ impl TcpStream {
         if g.closed {
             return Err(aborted());
         }
+        // The handle must still name a connection (InvalidInput otherwise, as the other calls).
         g.stack.tcp_options(self.h).map_err(io_error)?;
         self.zero_linger.store(true, Ordering::Release);
         Ok(())

@@ -30,8 +30,8 @@
 //! `tokio::io::copy_bidirectional` moves each direction through an 8 KiB buffer, so a
 //! tun2socks-style splice makes a system call on the host socket per 8 KiB, and its reads
 //! here free the receive window 8 KiB at a time. Through a TUN with offloads (64 KiB frames)
-//! that costs far more than the stack: in one run of `scripts/bench-tun` the same minimal
-//! relay moved 8.0-10.9 Gbit/s with 8 KiB and 11.2-13.5 with 64 KiB
+//! that costs far more than the stack: in two pairs of `scripts/bench-tun` runs the same
+//! minimal relay moved 8.0-10.9 Gbit/s with 8 KiB and 11.2-13.5 with 64 KiB
 //! (`copy_bidirectional_with_sizes(a, b, 65536, 65536)`), at 0.72-0.87 CPU seconds per GB
 //! instead of 0.98-1.23. On a plain TUN (MTU-sized frames) the two sizes were within the run's
 //! noise. So splice with 64 KiB buffers:
@@ -118,9 +118,7 @@ impl TcpStream {
     pub fn tcp_info(&self) -> io::Result<crate::tcp::TcpInfo> {
         self.inner.tcp_info()
     }
-}
 
-impl TcpStream {
     /// Wait until a read would not block: data, end of stream or an error is there
     /// (tokio's `TcpStream::readable`). With [`try_read`](Self::try_read), a splice can wait
     /// for data without holding a buffer, and read and write one stream from two tasks
