@@ -481,6 +481,16 @@ fn release(pool: &Pool) {
     pool.release_free((KEEP_BYTES / pool.buffer_size()).max(16));
 }
 
+/// Give what the heap holds free back to the system: connections' buffers freed at close
+/// stay in glibc's heap (its mmap threshold grows with use) until trimmed.
+pub(crate) fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// An open TAP or TUN, set up as [`LinkArgs`] asks, with the clock the stack runs on.
 pub(crate) struct Link {
     pub dev: LinkDev,
@@ -556,13 +566,7 @@ impl Link {
             self.trimmed = true;
             release(stack.pool());
             release(self.device().pool());
-            // And what the heap holds free: connections' buffers freed at close stay in
-            // glibc's heap (its mmap threshold grows with use) until trimmed.
-            #[cfg(target_env = "gnu")]
-            // SAFETY: malloc_trim only returns free heap memory to the system.
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            trim_heap();
         }
     }
 

@@ -40,7 +40,7 @@
 
 mod udp;
 
-use crate::link::{install_signals, stopping, Link, LinkArgs};
+use crate::link::{install_signals, stopping, trim_heap, Link, LinkArgs};
 use ackclock::runtime::tokio::{TcpListener, TcpStream};
 use ackclock::runtime::Runtime;
 use clap::Args;
@@ -392,15 +392,11 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         while !stopping() {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             // The runtime gave the packet pools' idle pages back: the heap's too (the
-            // connections' copy buffers, freed at close, stay in glibc's heap until trimmed).
+            // connections' copy buffers were freed at close).
             let r = rt.stats().idle_memory_releases;
             if r != releases {
                 releases = r;
-                #[cfg(target_env = "gnu")]
-                // SAFETY: malloc_trim only returns free heap memory to the system.
-                unsafe {
-                    libc::malloc_trim(0);
-                }
+                trim_heap();
             }
         }
         // Stop: every connection resets both ways and reports (bounded: a task that does

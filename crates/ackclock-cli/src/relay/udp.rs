@@ -155,20 +155,26 @@ async fn upstream(socket: Arc<UdpSocket>, any: bool, shared: Arc<Shared>) {
     loop {
         let Ok((n, client, dest)) = socket.recv_from_to(&mut buf).await else { return };
         let now = Instant::now();
+        let host = {
+            let mut t = shared.table();
+            let host = match t.sessions.get_mut(&(client, dest)) {
+                Some(s) => {
+                    s.last = now;
+                    Some(s.host.clone())
+                }
+                None => open(&shared, &mut t, &socket, any, (client, dest), now),
+            };
+            let Some(host) = host else {
+                t.stats.dropped += 1;
+                continue;
+            };
+            host
+        };
+        // Outside the table's lock, which the sessions' tasks take for every reply. Never
+        // waits: a full host socket drops the datagram.
+        let sent = host.send(&buf[..n]);
         let mut t = shared.table();
-        let host = match t.sessions.get_mut(&(client, dest)) {
-            Some(s) => {
-                s.last = now;
-                Some(s.host.clone())
-            }
-            None => open(&shared, &mut t, &socket, any, (client, dest), now),
-        };
-        let Some(host) = host else {
-            t.stats.dropped += 1;
-            continue;
-        };
-        // Never waits: a full host socket drops the datagram.
-        match host.send(&buf[..n]) {
+        match sent {
             Ok(_) => {
                 t.stats.up += 1;
                 t.stats.up_bytes += n as u64;
