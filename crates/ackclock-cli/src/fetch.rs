@@ -7,13 +7,13 @@
 //! not decoded. The host is an IPv4 address (no DNS): on the TAP's subnet, or beyond `--gateway`
 //! (on a TUN, any address: the link is point to point).
 //!
-//! The loop is `serve`'s: `stack.receive`, client step, `stack.transmit`, sleep on the device
-//! until a frame or the next timer (the impairment's included). Exit status 0 for a `2xx`
-//! answer whose body arrived whole.
+//! The client is blocking code on the library's threaded runtime ([`crate::fetch_rt`]), as
+//! it would be written with `std::net`: the runtime's protocol thread runs the stack over
+//! the device, and this thread connects, writes and reads. Exit status 0 for a `2xx` answer
+//! whose body arrived whole.
 
-use crate::link::{install_signals, stopping, Link, LinkArgs};
+use crate::link::{install_signals, Link, LinkArgs};
 use ackclock::tcp::TcpInfo;
-use ackclock::{Error, Stack, TcpHandle};
 use clap::Args;
 use core::net::Ipv4Addr;
 use std::fs::File;
@@ -38,10 +38,6 @@ pub struct FetchArgs {
     /// Print the result as JSON on stdout (not with `--output -`).
     #[arg(long)]
     json: bool,
-    /// Run the client as blocking code on the library's threaded runtime instead of
-    /// fetch's own loop (for measuring one against the other: `scripts/bench-fetch`).
-    #[arg(long, hide = true)]
-    runtime: bool,
 }
 
 /// Longest response head accepted.
@@ -94,7 +90,7 @@ fn parse_head(head: &[u8]) -> Result<(u16, Option<u64>), String> {
     Ok((code, length))
 }
 
-/// The response as it arrives, to either client: the head until its blank line, then the
+/// The response as it arrives: the head until its blank line, then the
 /// body, to `out` (or counted and dropped).
 pub(crate) struct Response {
     head: Vec<u8>,
@@ -161,38 +157,6 @@ impl Response {
     }
 }
 
-/// The GET in progress on fetch's own loop.
-struct Client {
-    handle: TcpHandle,
-    request: Vec<u8>,
-    sent: usize,
-    resp: Response,
-    buf: Vec<u8>,
-}
-
-impl Client {
-    /// Move bytes; `Ok(true)` when the response is complete.
-    fn step(&mut self, stack: &mut Stack) -> Result<bool, String> {
-        let h = self.handle;
-        while self.sent < self.request.len() {
-            match stack.tcp_send(h, &self.request[self.sent..]) {
-                Ok(n) => self.sent += n,
-                Err(Error::WouldBlock | Error::NoBufferSpace) => return Ok(false),
-                Err(e) => return Err(format!("send: {e}")),
-            }
-        }
-        while !self.resp.complete() {
-            match stack.tcp_recv(h, &mut self.buf) {
-                Ok(0) => return self.resp.end_of_stream().map(|_| true),
-                Ok(n) => self.resp.feed(&self.buf[..n])?,
-                Err(Error::WouldBlock) => return Ok(false),
-                Err(e) => return Err(format!("receive: {e}")),
-            }
-        }
-        Ok(true)
-    }
-}
-
 fn fetch(args: FetchArgs) -> Result<bool, String> {
     install_signals();
     let (addr, port, path) = parse_url(&args.url)?;
@@ -214,7 +178,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
             File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
         ))),
     };
-    let mut link = Link::open(&args.link)?;
+    let link = Link::open(&args.link)?;
     let stack = link.stack(me, false, None)?;
     let host = if port == 80 { addr.to_string() } else { format!("{addr}:{port}") };
     let request = format!(
@@ -222,16 +186,11 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
     );
     let to = SocketAddrV4::new(addr, port);
     let timeout = std::time::Duration::from_secs(args.timeout);
-    let (link, got) = if args.runtime {
-        crate::fetch_rt::fetch(link, stack, to, request.as_bytes(), out, timeout)?
-    } else {
-        let got = fetch_loop(&mut link, stack, to, request.into_bytes(), out, timeout)?;
-        (link, got)
-    };
+    let (link, got) = crate::fetch_rt::fetch(link, stack, to, request.as_bytes(), out, timeout)?;
     report(&args, link, got)
 }
 
-/// How a GET ended, from either client.
+/// How a GET ended.
 pub(crate) struct Got {
     pub result: Result<(), String>,
     pub status: Option<u16>,
@@ -241,81 +200,8 @@ pub(crate) struct Got {
     /// When the connection was established, from the start.
     pub connected: Option<std::time::Duration>,
     pub info: Option<TcpInfo>,
-    /// The runtime's counters (`--runtime`).
-    pub runtime: Option<serde_json::Value>,
-}
-
-/// The GET on fetch's own loop: receive, client step, transmit, sleep on the device until
-/// a frame or the next timer (the impairment's included); then close, and run the stack a
-/// little longer so that the FIN (and the last ACK) go out.
-fn fetch_loop(
-    link: &mut Link,
-    mut stack: Stack,
-    to: SocketAddrV4,
-    request: Vec<u8>,
-    out: Option<Box<dyn Write>>,
-    timeout: std::time::Duration,
-) -> Result<Got, String> {
-    let handle = stack.tcp_connect(to).map_err(|e| format!("connect {to}: {e}"))?;
-    let mut client = Client { handle, request, sent: 0, resp: Response::new(out), buf: vec![0; 256 * 1024] };
-    let start = std::time::Instant::now();
-    let deadline = start + timeout;
-    let mut result = None;
-    let mut established_at = None;
-    while !stopping() {
-        let now = link.now();
-        stack.receive(now, &mut link.dev);
-        if established_at.is_none() && stack.tcp_readiness(handle).is_ok_and(|r| r.state.can_send()) {
-            established_at = Some(start.elapsed());
-        }
-        match client.step(&mut stack) {
-            Ok(false) => {}
-            done => {
-                result = Some(done.map(|_| ()));
-                break;
-            }
-        }
-        stack.transmit(now, &mut link.dev);
-        link.report_errors("ackclock fetch");
-        if std::time::Instant::now() >= deadline {
-            result = Some(Err(format!("timed out after {} s", timeout.as_secs())));
-            break;
-        }
-        if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
-            result = Some(Err(e.to_string()));
-            break;
-        }
-    }
-    let elapsed = start.elapsed();
-    let result = client.resp.close_output(result.unwrap_or_else(|| Err("interrupted".into())));
-    let info = stack.tcp_info(handle).ok();
-
-    // Close, and run the stack a little longer so the FIN (and the last ACK) go out.
-    if result.is_ok() {
-        let _ = stack.tcp_close(handle);
-    } else {
-        let _ = stack.tcp_abort(handle);
-    }
-    let linger = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    loop {
-        let now = link.now();
-        stack.receive(now, &mut link.dev);
-        stack.transmit(now, &mut link.dev);
-        if stack.tcp().connections() == 0 || std::time::Instant::now() >= linger || stopping() {
-            break;
-        }
-        let _ = link.device().wait(Some(link.timeout(&stack).min(std::time::Duration::from_millis(20))));
-    }
-    Ok(Got {
-        result,
-        status: client.resp.status,
-        length: client.resp.length,
-        body: client.resp.body,
-        elapsed,
-        connected: established_at,
-        info,
-        runtime: None,
-    })
+    /// The runtime's counters.
+    pub runtime: serde_json::Value,
 }
 
 /// Print what the GET did (stderr, and JSON on stdout with `--json`); flush the capture.
@@ -352,9 +238,7 @@ fn report(args: &FetchArgs, link: Link, got: Got) -> Result<bool, String> {
             "rtos": info.map_or(0, |i| i.stats.rtos),
             "options": opts,
         });
-        if let Some(rt) = runtime {
-            out["runtime"] = rt;
-        }
+        out["runtime"] = runtime;
         println!("{out}");
     }
     link.finish()?;

@@ -1,10 +1,9 @@
-//! `ackclock fetch --runtime`: the same GET as `fetch`'s own loop, written as blocking code
-//! on the library's threaded runtime (`ackclock::runtime`), as it would be with `std::net`:
-//! the runtime runs the stack and the device, and this thread connects, writes and reads.
-//! At the end the stream is dropped (a FIN), the runtime lingers up to a second for the
-//! close to finish (`Runtime::shutdown_linger`), then gives the device back for its
-//! counters and the capture (`Runtime::take_device`). `scripts/bench-fetch` measures it
-//! against the loop in one run.
+//! `ackclock fetch`'s client: the GET written as blocking code on the library's threaded
+//! runtime (`ackclock::runtime`), as it would be with `std::net`: the runtime runs the stack
+//! and the device, and this thread connects, writes and reads. At the end the stream is
+//! dropped (a FIN), the runtime lingers up to a second for the close to finish
+//! (`Runtime::shutdown_linger`), then gives the device back for its counters and the
+//! capture (`Runtime::take_device`).
 
 use crate::fetch::{Got, Response};
 use crate::link::{runtime_json, stopping, Link};
@@ -121,7 +120,7 @@ pub(crate) fn fetch(
         elapsed,
         connected: conn.connected,
         info: conn.info,
-        runtime: Some(runtime),
+        runtime,
     };
     Ok((link, got))
 }

@@ -83,9 +83,6 @@ pub(crate) fn report_requested() -> bool {
     REPORT.swap(false, Ordering::Relaxed)
 }
 
-/// Longest sleep, so a signal that lands just before `ppoll` is seen soon anyway.
-pub(crate) const MAX_WAIT: Duration = Duration::from_millis(200);
-
 fn ip(netns: Option<&str>, args: &[&str]) -> Result<(), String> {
     let mut cmd = Command::new("ip");
     if let Some(ns) = netns {
@@ -238,13 +235,6 @@ impl HostDev {
         }
     }
 
-    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        match self {
-            HostDev::Tap(d) => d.wait(timeout),
-            HostDev::Tun(d) => d.wait(timeout),
-        }
-    }
-
     fn take_error(&mut self) -> Option<io::Error> {
         match self {
             HostDev::Tap(d) => d.take_error(),
@@ -316,19 +306,6 @@ impl Kind {
         match self {
             Kind::Tap => "TAP",
             Kind::Tun => "TUN",
-        }
-    }
-}
-
-/// Let the last frames out at exit (the resets of open connections), including those an
-/// impairment still holds back for its delay; at most a second.
-fn flush_at_exit(stack: &mut Stack, dev: &mut impl Device, now: impl Fn() -> Instant) {
-    let end = now() + Duration::from_secs(1);
-    loop {
-        stack.transmit(now(), dev);
-        match dev.poll_at() {
-            Some(t) if now() < end => std::thread::sleep(t.saturating_duration_since(now()).min(MAX_WAIT)),
-            _ => break,
         }
     }
 }
@@ -468,19 +445,6 @@ impl Clock {
     }
 }
 
-/// How long a link must see no frames before its idle packet memory goes back to the
-/// operating system.
-const QUIET: Duration = Duration::from_secs(1);
-
-/// Bytes of free buffers each pool keeps resident when memory is given back: a burst's
-/// worth (the buffers at the bottom of its free list, often never touched).
-const KEEP_BYTES: usize = 1 << 20;
-
-/// Give back the free pages of `pool`, keeping [`KEEP_BYTES`] of free buffers.
-fn release(pool: &Pool) {
-    pool.release_free((KEEP_BYTES / pool.buffer_size()).max(16));
-}
-
 /// Give what the heap holds free back to the system: connections' buffers freed at close
 /// stay in glibc's heap (its mmap threshold grows with use) until trimmed.
 pub(crate) fn trim_heap() {
@@ -499,11 +463,6 @@ pub(crate) struct Link {
     impair: bool,
     gateway: Option<Ipv4Addr>,
     no_lro: bool,
-    /// Frames moved at the last look, when that changed, and whether memory was given back
-    /// since (see [`trim_memory`](Self::trim_memory)).
-    frames_seen: u64,
-    last_busy: Instant,
-    trimmed: bool,
 }
 
 impl Link {
@@ -544,48 +503,13 @@ impl Link {
             impair: args.impair.is_some(),
             gateway: args.gateway,
             no_lro: args.no_lro,
-            frames_seen: 0,
-            last_busy: Instant::ZERO,
-            trimmed: true,
         })
-    }
-
-    /// Give idle packet memory back: once the link has moved no frame for [`QUIET`], the
-    /// pages of free buffers in the stack's pool and the device's receive pool are released
-    /// (once per quiet spell), so the process's memory returns near idle after a burst
-    /// instead of staying at its peak. Cheap to call every round.
-    pub fn trim_memory(&mut self, stack: &Stack) {
-        let d = self.dev.stats();
-        let frames = d.rx_frames + d.tx_frames;
-        let now = self.now();
-        if frames != self.frames_seen {
-            self.frames_seen = frames;
-            self.last_busy = now;
-            self.trimmed = false;
-        } else if !self.trimmed && now.saturating_duration_since(self.last_busy) >= QUIET {
-            self.trimmed = true;
-            release(stack.pool());
-            release(self.device().pool());
-            trim_heap();
-        }
-    }
-
-    /// When [`trim_memory`](Self::trim_memory) next has something to do, as a sleep bound.
-    pub fn trim_timeout(&self) -> Option<Duration> {
-        (!self.trimmed).then(|| (self.last_busy + QUIET).saturating_duration_since(self.now()))
     }
 
     /// The stack's clock: its epoch is one second before the link opened, so no timestamp
     /// is zero.
     pub fn now(&self) -> Instant {
         self.clock.now()
-    }
-
-    /// Let the last frames out at exit (the resets of open connections), including those an
-    /// impairment still holds back for its delay; at most a second.
-    pub fn flush_at_exit(&mut self, stack: &mut Stack) {
-        let clock = self.clock;
-        flush_at_exit(stack, &mut self.dev, move || clock.now());
     }
 
     /// A stack on this link; with `any_destination`, one that takes connections to any
@@ -639,14 +563,6 @@ impl Link {
         }
     }
 
-    /// How long to sleep at most: until the stack's or the impairment's next deadline, or
-    /// the end of a quiet spell (to give memory back).
-    pub fn timeout(&self, stack: &Stack) -> Duration {
-        let next = [stack.poll_at(), self.dev.poll_at()].into_iter().flatten().min();
-        let t = next.map_or(MAX_WAIT, |t| t.saturating_duration_since(self.now()).min(MAX_WAIT));
-        self.trim_timeout().map_or(t, |q| t.min(q))
-    }
-
     /// Report (once) the last I/O error of the device or of the capture.
     pub fn report_errors(&mut self, who: &str) {
         if let Some(e) = self.dev.impaired_mut().inner_mut().take_error() {
@@ -692,7 +608,7 @@ impl Link {
     }
 }
 
-/// The device under the library's threaded runtime (`fetch --runtime`, `serve --runtime`):
+/// The device under the library's threaded runtime (relay, fetch and serve all run on it):
 /// the protocol thread and the watching threads sleep on its descriptor.
 impl RuntimeDevice for LinkDev {
     fn attach(&mut self, _wakeup: Arc<dyn ackclock::phy::Wakeup>) -> Option<RawFd> {
@@ -704,7 +620,7 @@ impl RuntimeDevice for LinkDev {
     }
 }
 
-/// The runtime's counters, for the exit report of `fetch --runtime` and `serve --runtime`.
+/// The runtime's counters, for the exit reports of `fetch` and `serve`.
 pub(crate) fn runtime_json(s: &RuntimeStats) -> serde_json::Value {
     serde_json::json!({
         "rounds": s.rounds, "app_rounds": s.app_rounds, "sleeps": s.sleeps, "wakeups": s.wakeups,

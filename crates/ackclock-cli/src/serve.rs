@@ -1,34 +1,47 @@
-//! `ackclock serve`: discard (9), echo (7), chargen (19) and a small HTTP/1.1 server (80)
-//! on the stack, over a Linux TAP or TUN device (`--tap NAME` or `--tun NAME`).
+//! `ackclock serve`: discard (9), echo (7), chargen (19) and a small HTTP/1.1 server (80,
+//! [`http`]) on the stack, over a Linux TAP or TUN device (`--tap NAME` or `--tun NAME`).
 //!
-//! HTTP: `GET /bytes/N` (or `HEAD`) answers `N` bytes of a fixed pattern with a
-//! `Content-Length`; byte `i` of the body is `(i % 251) as u8` (251 is prime, so the pattern
-//! does not line up with any power-of-two buffer or segment size, and a misplaced chunk
-//! shows in a hash). Any other path is 404. Connections are kept alive (HTTP/1.1 default;
-//! HTTP/1.0 with `Connection: keep-alive`); requests may be pipelined.
+//! serve is built as an embedder builds a server on ackclock: the library's runtime
+//! (`ackclock::runtime`) runs the stack over the device on its protocol thread, and the
+//! services are tokio tasks on the runtime's tokio sockets (`ackclock::runtime::tokio`), one
+//! task per connection, on as many worker threads as cores. A task holds no buffer while its
+//! connection is idle: discard, echo and chargen read through a scratch buffer of the
+//! worker thread (`readable`, then `try_read`), and echo keeps only what the send buffer did
+//! not take, while the peer does not read (and reads nothing more meanwhile, so the receive
+//! window closes). chargen and HTTP bodies are generated, not buffered; an HTTP connection
+//! holds an 8 KiB request-head buffer from its first byte.
 //!
-//! The loop is the sans-IO one: `stack.receive`, serve the sockets, `stack.transmit`, then
-//! sleep in `Tap::wait` (`Tun::wait`) until a frame arrives or the stack's next timer. Every connection
-//! has a bounded application buffer (64 KiB for echo, 8 KiB of request head for HTTP);
-//! chargen and HTTP bodies are generated, not buffered. SIGINT/SIGTERM end it: connections
-//! are reset, listeners closed, and the device goes away with its descriptor if serve
-//! created it.
+//! SIGINT/SIGTERM end it: open connections are reset, listeners closed (their unaccepted
+//! connections reset), and the device goes away with its descriptor if serve created it.
 //!
 //! Output: a start-up line on stdout once the services listen, and a summary on exit (to
 //! stderr); with `--json`, both are one JSON object per line on stdout instead, with
 //! `"event": "ready"` and `"event": "exit"`; the ready object names the device as `"tap"`
 //! or `"tun"`. SIGUSR1 prints the counters while serving (`"event": "stats"`).
+//!
+//! `--threads` (hidden, [`crate::serve_rt`]) serves discard, echo and chargen as blocking
+//! code instead, a thread per connection, for measuring the runtime's blocking sockets.
+
+mod http;
 
 use crate::chargen::{self, Chargen};
-use crate::link::{impair_report, install_signals, report_requested, stopping, Link, LinkArgs};
-use ackclock::phy::Device;
-use ackclock::{Error, Event, ListenerHandle, Stack, TcpHandle};
+use crate::link::{
+    impair_report, install_signals, report_requested, runtime_json, stopping, trim_heap, Link, LinkArgs,
+};
+use ackclock::phy::{Device, DeviceStats};
+use ackclock::runtime::tokio::{TcpListener, TcpStream};
+use ackclock::runtime::Runtime;
+use ackclock::Stack;
 use clap::Args;
 use core::net::Ipv4Addr;
-use std::collections::HashMap;
-use std::io::Write;
+use std::cell::RefCell;
+use std::io::{self, ErrorKind, Write};
 use std::net::SocketAddrV4;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 
 /// Serve discard (9), echo (7), chargen (19) and HTTP (80, `GET /bytes/N`) on a TAP or TUN device.
 #[derive(Args)]
@@ -41,30 +54,65 @@ pub struct ServeArgs {
     /// Print the start-up line and the exit summary as JSON objects on stdout, one a line.
     #[arg(long)]
     json: bool,
-    /// Serve discard, echo and chargen on the library's threaded runtime, a thread per
-    /// connection (for measuring it against this loop; no HTTP).
+    /// Serve discard, echo and chargen as blocking code on the runtime, a thread per
+    /// connection (for measuring the runtime's blocking sockets; no HTTP).
     #[arg(long, hide = true)]
-    runtime: bool,
-    /// With --runtime: who runs the protocol rounds (`RuntimeConfig::tap_rounds`): `proto`
+    threads: bool,
+    /// With --threads: who runs the protocol rounds (`RuntimeConfig::tap_rounds`): `proto`
     /// (the protocol thread only), `app` (application threads too) or `watch` (the default:
     /// a blocked application thread watches the device).
-    #[arg(long, hide = true, requires = "runtime", value_name = "WHO", default_value = "watch",
+    #[arg(long, hide = true, requires = "threads", value_name = "WHO", default_value = "watch",
           value_parser = ["proto", "app", "watch"])]
     runtime_rounds: String,
-    /// With --runtime: synchronous window updates (`RuntimeConfig::sync_window_updates`: the
+    /// With --threads: synchronous window updates (`RuntimeConfig::sync_window_updates`: the
     /// reader hands its request to the protocol thread and waits for the reply, as before
     /// DragonFly BSD commit 96c6eb29), for measuring the coalesced messages against them.
-    #[arg(long, hide = true, requires = "runtime")]
+    #[arg(long, hide = true, requires = "threads")]
     runtime_sync_window_updates: bool,
 }
 
-/// The scratch buffer, one for all connections, that discard, chargen and echo read into.
-const ECHO_BUFFER: usize = 64 * 1024;
-const HTTP_HEAD_LIMIT: usize = 8 * 1024;
-/// Largest single `tcp_send` of generated data.
-const CHUNK: usize = 16 * 1024;
-/// Body byte `i` is `(i % PATTERN_PERIOD) as u8`.
-const PATTERN_PERIOD: usize = 251;
+/// The largest write of generated data (chargen, HTTP bodies), and the scratch buffer that
+/// discard, echo and chargen read through: one host-side call moves up to this much.
+const CHUNK: usize = 64 * 1024;
+/// How long the connections have to report after the stop, before they count as open.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+/// How long the runtime lingers at exit for the resets and closes to go out.
+const LINGER: Duration = Duration::from_millis(500);
+
+#[derive(Clone, Copy)]
+enum Service {
+    Discard,
+    Echo,
+    Chargen,
+    Http,
+}
+
+const SERVICES: [(u16, Service); 4] =
+    [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)];
+
+/// What every task shares: the generated data, the stop signal and the counts.
+struct Served {
+    pattern: Vec<u8>,
+    chargen: Chargen,
+    stop: tokio::sync::watch::Receiver<bool>,
+    accepted: AtomicU64,
+    /// Connections whose task has not ended.
+    open: AtomicU64,
+    reset_at_exit: AtomicU64,
+    /// Bytes each service moved: discarded, echoed, generated, HTTP responses sent.
+    bytes: [AtomicU64; 4],
+}
+
+impl Served {
+    fn add(&self, svc: Service, n: u64) {
+        self.bytes[svc as usize].fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    /// The worker thread's scratch buffer: a connection holds none while it waits.
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; CHUNK]);
+}
 
 pub fn run(args: ServeArgs) -> ExitCode {
     match serve(args) {
@@ -78,24 +126,23 @@ pub fn run(args: ServeArgs) -> ExitCode {
 
 fn serve(args: ServeArgs) -> Result<(), String> {
     install_signals();
-    // Without --impair the link is a clean pass-through; the loop wakes for its held frames too.
     let mut link = Link::open(&args.link)?;
-    let mut stack = link.stack(args.link.addr, false, args.max_connections)?;
-    if args.runtime {
+    let stack = link.stack(args.link.addr, false, args.max_connections)?;
+    if args.threads {
         return crate::serve_rt::serve(link, stack, args.json, &args.runtime_rounds, args.runtime_sync_window_updates);
     }
+    let (kind, tap_mode, netns) = (link.kind(), link.mode(), args.link.netns.as_deref());
+    let rt = Runtime::new(stack, link.dev).map_err(|e| format!("runtime: {e}"))?;
     let any = Ipv4Addr::UNSPECIFIED;
-    let listeners: Vec<(ListenerHandle, Service)> =
-        [(9, Service::Discard), (7, Service::Echo), (19, Service::Chargen), (80, Service::Http)]
-            .into_iter()
-            .map(|(port, svc)| {
-                stack
-                    .tcp_listen(SocketAddrV4::new(any, port), 128)
-                    .map(|l| (l, svc))
-                    .map_err(|e| format!("listen {port}: {e}"))
-            })
-            .collect::<Result<_, _>>()?;
-    let (kind, name, tap_mode, netns) = (link.kind(), &link.name, link.mode(), args.link.netns.as_deref());
+    let listeners: Vec<(TcpListener, Service)> = SERVICES
+        .into_iter()
+        .map(|(port, svc)| {
+            TcpListener::bind_with_backlog(&rt, SocketAddrV4::new(any, port), 128)
+                .map(|l| (l, svc))
+                .map_err(|e| format!("listen {port}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let name = &link.name;
     if args.json {
         let mut ready = serde_json::json!({
             "event": "ready", "mode": tap_mode, "addr": args.link.addr.to_string(),
@@ -112,48 +159,59 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             netns.map_or(String::new(), |n| format!(", netns {n}")),
         );
     }
-    let _ = std::io::stdout().flush();
+    let _ = io::stdout().flush();
 
-    let mut conns: HashMap<TcpHandle, Conn> = HashMap::new();
-    let mut scratch = vec![0u8; ECHO_BUFFER];
-    let pattern: Vec<u8> = (0..PATTERN_PERIOD + CHUNK).map(|i| (i % PATTERN_PERIOD) as u8).collect();
-    let chargen = Chargen::new(CHUNK);
-    let gen = Generated { pattern: &pattern, chargen: &chargen };
-    let mut accepted = 0u64;
-    let mut result = Ok(());
-    while !stopping() {
-        let now = link.now();
-        stack.receive(now, &mut link.dev);
-        let mut ctx = Services { listeners: &listeners, conns: &mut conns, scratch: &mut scratch, gen: &gen };
-        accepted += ctx.on_events(&mut stack).1;
-        stack.transmit(now, &mut link.dev);
-        // Timers run in transmit (a retransmission limit, a keepalive): their events too.
-        let (any, n) = ctx.on_events(&mut stack);
-        accepted += n;
-        if any {
-            stack.transmit(now, &mut link.dev);
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let served = Arc::new(Served {
+        pattern: http::pattern(),
+        chargen: Chargen::new(CHUNK),
+        stop,
+        accepted: AtomicU64::new(0),
+        open: AtomicU64::new(0),
+        reset_at_exit: AtomicU64::new(0),
+        bytes: Default::default(),
+    });
+    let tasks = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("tokio: {e}"))?;
+    tasks.block_on(async {
+        for (l, svc) in listeners {
+            tokio::spawn(accept_loop(l, svc, served.clone()));
         }
-        if report_requested() {
-            print_stats(&stack, &link, args.json);
+        let mut releases = 0;
+        while !stopping() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if report_requested() {
+                let counters = rt.with_stack(|s| counters_json(s));
+                print_stats(&counters, rt.device_stats().unwrap_or_default(), args.json);
+            }
+            // The runtime gave the packet pools' idle pages back: the heap's too (closed
+            // connections' buffers).
+            let r = rt.stats().idle_memory_releases;
+            if r != releases {
+                releases = r;
+                trim_heap();
+            }
         }
-        link.report_errors("ackclock serve");
-        link.trim_memory(&stack);
-        if let Err(e) = link.device().wait(Some(link.timeout(&stack))) {
-            result = Err(e.to_string());
-            break;
+        // Stop: the accept loops end (their listeners reset what they had not handed out),
+        // and every connection is reset (bounded: a task that does not end within
+        // STOP_WAIT is counted as open).
+        let _ = stop_tx.send(true);
+        let until = tokio::time::Instant::now() + STOP_WAIT;
+        while served.open.load(Ordering::Relaxed) != 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-    }
-
-    // Shut down: reset what is open, stop listening, and let the resets out.
-    let open = conns.len();
-    for (h, _) in conns.drain() {
-        let _ = stack.tcp_abort(h);
-    }
-    for (l, _) in listeners {
-        let _ = stack.tcp_unlisten(l);
-    }
-    link.flush_at_exit(&mut stack);
+    });
+    drop(tasks);
+    let stats = rt.stats();
+    let mut rt = rt;
+    // Every socket is reset or closed: the runtime lets the last frames out, then gives the
+    // device back for its counters and the capture.
+    rt.shutdown_linger(LINGER);
+    let tcp = rt.with_stack(|s| counters_json(s));
+    link.dev = rt.take_device().ok_or("the runtime did not give the device back")?;
+    link.report_errors("ackclock serve");
     let (d, c) = (link.dev.stats(), *link.device().counters());
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let (accepted, open) = (load(&served.accepted), load(&served.reset_at_exit) + load(&served.open));
     let impair_stats = args.link.impair.is_some().then(|| link.impair_stats());
     if args.json {
         let impairment = impair_stats.map(|(tx, rx)| {
@@ -165,17 +223,19 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             };
             serde_json::json!({ "tx": one(tx), "rx": one(rx) })
         });
-        let tcp = counters_json(&stack);
+        let [discard, echo, chargen, http] = served.bytes.each_ref().map(load);
         let exit = serde_json::json!({
             "event": "exit",
             "tcp": tcp,
             "connections": accepted,
             "reset_at_exit": open,
+            "bytes": { "discard": discard, "echo": echo, "chargen": chargen, "http": http },
             "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes, "gso": c.rx_gso, "mtu_buffers": c.rx_small, "csum_partial": c.rx_csum_partial },
             "tx": { "frames": d.tx_frames, "bytes": d.tx_bytes, "tso": c.tx_gso },
             "dropped": d.tx_dropped + d.rx_dropped,
             "impairment": impairment,
-            "error": result.as_ref().err(),
+            "runtime": runtime_json(&stats),
+            "error": serde_json::Value::Null,
         });
         println!("{exit}");
     } else {
@@ -188,8 +248,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         );
     }
     // The pcap (--pcap), if any, is complete only once flushed.
-    let flushed = link.finish();
-    result.and(flushed)
+    link.finish()
 }
 
 /// The stack's counters, as `netstat -s` (SYN cookies, TIME-WAIT, drops by reason).
@@ -200,406 +259,156 @@ fn counters_json(stack: &Stack) -> serde_json::Map<String, serde_json::Value> {
 /// The report SIGUSR1 asks for while serving: the stack's counters and the device's frame
 /// counts, as the exit summary has them (a JSON object with `"event": "stats"` on stdout with
 /// `--json`; otherwise a line on stderr with the counters that are not zero).
-fn print_stats(stack: &Stack, link: &Link, json: bool) {
-    let d = link.dev.stats();
+fn print_stats(counters: &serde_json::Map<String, serde_json::Value>, d: DeviceStats, json: bool) {
     if json {
         let stats = serde_json::json!({
             "event": "stats",
-            "tcp": counters_json(stack),
+            "tcp": counters,
             "rx": { "frames": d.rx_frames, "bytes": d.rx_bytes },
             "tx": { "frames": d.tx_frames, "bytes": d.tx_bytes },
         });
         println!("{stats}");
-        let _ = std::io::stdout().flush();
+        let _ = io::stdout().flush();
     } else {
         let named: Vec<String> =
-            stack.counters().named().filter(|&(_, v)| v > 0).map(|(k, v)| format!("{k}={v}")).collect();
+            counters.iter().filter(|(_, v)| v.as_u64() > Some(0)).map(|(k, v)| format!("{k}={v}")).collect();
         eprintln!("ackclock serve: rx {} frames, tx {} frames; {}", d.rx_frames, d.tx_frames, named.join(" "));
     }
 }
 
-/// The services and their open connections.
-struct Services<'a, 'g> {
-    listeners: &'a [(ListenerHandle, Service)],
-    conns: &'a mut HashMap<TcpHandle, Conn>,
-    scratch: &'a mut [u8],
-    gen: &'a Generated<'g>,
-}
-
-impl Services<'_, '_> {
-    /// Accept and serve what the stack's events name (`Stack::poll_event`): a wake costs
-    /// the connections that something happened to, not every open one. Returns whether
-    /// there was any event, and how many connections were accepted.
-    fn on_events(&mut self, stack: &mut Stack) -> (bool, u64) {
-        let (mut any, mut accepted) = (false, 0);
-        while let Some(ev) = stack.poll_event() {
-            any = true;
-            match ev {
-                Event::Accept(_) => {
-                    for &(l, svc) in self.listeners {
-                        while let Ok(h) = stack.tcp_accept(l) {
-                            accepted += 1;
-                            // Data may have come with the handshake: its event went to the
-                            // listener's queue, not to us, so look now.
-                            self.conns.insert(h, Conn::new(h, svc));
-                            self.step(stack, h);
-                        }
-                    }
-                }
-                Event::Tcp(h) => self.step(stack, h),
-            }
-        }
-        (any, accepted)
-    }
-
-    fn step(&mut self, stack: &mut Stack, h: TcpHandle) {
-        let Some(c) = self.conns.get_mut(&h) else { return };
-        if let Step::Close = c.step(stack, self.scratch, self.gen) {
-            self.conns.remove(&h);
-            let _ = stack.tcp_close(h);
-        }
-    }
-}
-
-struct Generated<'a> {
-    pattern: &'a [u8],
-    chargen: &'a Chargen,
-}
-
-#[derive(Clone, Copy)]
-enum Service {
-    Discard,
-    Echo,
-    Chargen,
-    Http,
-}
-
-enum State {
-    Discard,
-    /// `pending`: what was read and not yet taken by the send buffer, held (and allocated)
-    /// only while the peer does not read; nothing more is read meanwhile, so the receive
-    /// window closes. An idle echo connection holds no buffer of its own.
-    Echo {
-        pending: Vec<u8>,
-        eof: bool,
-    },
-    Chargen {
-        pos: usize,
-    },
-    Http(Http),
-}
-
-struct Conn {
-    handle: TcpHandle,
-    state: State,
-}
-
-enum Step {
-    Keep,
-    /// Release the handle: FIN after queued data (or RST if the peer's data is unread, or
-    /// nothing if the connection is already gone).
-    Close,
-}
-
-/// What a socket call's error means for the service.
-fn gone(e: Error) -> bool {
-    !matches!(e, Error::WouldBlock | Error::NoBufferSpace)
-}
-
-impl Conn {
-    fn new(handle: TcpHandle, svc: Service) -> Conn {
-        let state = match svc {
-            Service::Discard => State::Discard,
-            Service::Echo => State::Echo { pending: Vec::new(), eof: false },
-            Service::Chargen => State::Chargen { pos: 0 },
-            Service::Http => State::Http(Http::default()),
-        };
-        Conn { handle, state }
-    }
-
-    fn step(&mut self, stack: &mut Stack, scratch: &mut [u8], gen: &Generated) -> Step {
-        let h = self.handle;
-        match &mut self.state {
-            State::Discard => drain(stack, h, scratch),
-            State::Chargen { pos } => {
-                if let Step::Close = drain(stack, h, scratch) {
-                    return Step::Close;
-                }
-                loop {
-                    let at = *pos % chargen::PERIOD;
-                    match stack.tcp_send(h, gen.chargen.at(at as u64, CHUNK)) {
-                        Ok(n) => *pos = at + n,
-                        Err(e) if gone(e) => return Step::Close,
-                        Err(_) => return Step::Keep,
-                    }
-                }
-            }
-            State::Echo { pending, eof } => loop {
-                let mut progress = false;
-                if !pending.is_empty() {
-                    match stack.tcp_send(h, pending) {
-                        Ok(n) => {
-                            pending.drain(..n);
-                            progress = n > 0;
-                        }
-                        Err(e) if gone(e) => return Step::Close,
-                        Err(_) => {}
-                    }
-                    if pending.is_empty() {
-                        // Give the memory back: the peer reads again.
-                        *pending = Vec::new();
-                    }
-                }
-                if pending.is_empty() && !*eof {
-                    // Read through the shared scratch buffer and send at once; only what
-                    // the send buffer did not take is kept.
-                    match stack.tcp_recv(h, scratch) {
-                        Ok(0) => {
-                            *eof = true;
-                            progress = true;
-                        }
-                        Ok(n) => {
-                            let sent = match stack.tcp_send(h, &scratch[..n]) {
-                                Ok(k) => k,
-                                Err(e) if gone(e) => return Step::Close,
-                                Err(_) => 0,
-                            };
-                            pending.extend_from_slice(&scratch[sent..n]);
-                            progress = true;
-                        }
-                        Err(e) if gone(e) => return Step::Close,
-                        Err(_) => {}
-                    }
-                }
-                if *eof && pending.is_empty() {
-                    return Step::Close;
-                }
-                if !progress {
-                    return Step::Keep;
-                }
-            },
-            State::Http(http) => http.step(stack, h, gen),
-        }
-    }
-}
-
-/// Read and throw away; `Close` at the end of the stream or on an error.
-fn drain(stack: &mut Stack, h: TcpHandle, scratch: &mut [u8]) -> Step {
+/// Accept on `l` until the runtime stops or serve does; a task per connection.
+async fn accept_loop(l: TcpListener, svc: Service, served: Arc<Served>) {
+    let mut stop = served.stop.clone();
     loop {
-        match stack.tcp_recv(h, scratch) {
-            Ok(0) => return Step::Close,
-            Ok(_) => {}
-            Err(e) if gone(e) => return Step::Close,
-            Err(_) => return Step::Keep,
-        }
-    }
-}
-
-/// One HTTP connection: the unparsed request head and the response being sent.
-#[derive(Default)]
-struct Http {
-    /// The request head being read: `req[..req_len]`, allocated at the first read.
-    req: Box<[u8]>,
-    req_len: usize,
-    /// Response head not yet queued, from `head_sent`.
-    head: Vec<u8>,
-    head_sent: usize,
-    /// Body bytes still to send, and the pattern offset of the next one.
-    body_left: u64,
-    body_pos: u64,
-    close_after: bool,
-    responding: bool,
-    eof: bool,
-}
-
-/// A parsed request head: what to answer and whether to keep the connection.
-struct Response {
-    status: &'static str,
-    body_len: u64,
-    /// Body from the pattern (`/bytes/N`) or a short text.
-    text: Option<&'static str>,
-    send_body: bool,
-    close: bool,
-    keep_alive_header: bool,
-}
-
-fn parse_request(head: &[u8]) -> Response {
-    let bad = |status| Response {
-        status,
-        body_len: 0,
-        text: Some("bad request\n"),
-        send_body: true,
-        close: true,
-        keep_alive_header: false,
-    };
-    let Ok(head) = std::str::from_utf8(head) else { return bad("400 Bad Request") };
-    let mut lines = head.split("\r\n");
-    let mut parts = lines.next().unwrap_or("").split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return bad("400 Bad Request");
-    };
-    let http11 = match version {
-        "HTTP/1.1" => true,
-        "HTTP/1.0" => false,
-        _ => return bad("505 HTTP Version Not Supported"),
-    };
-    let mut close = !http11;
-    let mut keep_alive_header = false;
-    for line in lines.filter(|l| !l.is_empty()) {
-        let Some((name, value)) = line.split_once(':') else { return bad("400 Bad Request") };
-        let (name, value) = (name.trim(), value.trim());
-        if name.eq_ignore_ascii_case("connection") {
-            for token in value.split(',').map(str::trim) {
-                if token.eq_ignore_ascii_case("close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case("keep-alive") && !http11 {
-                    close = false;
-                    keep_alive_header = true;
-                }
-            }
-        } else if name.eq_ignore_ascii_case("transfer-encoding")
-            || (name.eq_ignore_ascii_case("content-length") && value != "0")
-        {
-            // No request bodies here; refusing keeps the framing simple and bounded.
-            return bad("413 Content Too Large");
-        }
-    }
-    let send_body = match method {
-        "GET" => true,
-        "HEAD" => false,
-        _ => {
-            return Response {
-                status: "405 Method Not Allowed",
-                body_len: 0,
-                text: Some("method not allowed\n"),
-                send_body: true,
-                close,
-                keep_alive_header,
-            }
-        }
-    };
-    match target.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
-        Some(n) => Response { status: "200 OK", body_len: n, text: None, send_body, close, keep_alive_header },
-        None => Response {
-            status: "404 Not Found",
-            body_len: 0,
-            text: Some("not found\n"),
-            send_body,
-            close,
-            keep_alive_header,
-        },
-    }
-}
-
-impl Http {
-    fn start(&mut self, r: Response) {
-        let body_len = r.text.map_or(r.body_len, |t| t.len() as u64);
-        let content_type = if r.text.is_some() { "text/plain" } else { "application/octet-stream" };
-        let connection = if r.close {
-            "Connection: close\r\n"
-        } else if r.keep_alive_header {
-            "Connection: keep-alive\r\n"
-        } else {
-            ""
+        let s = tokio::select! {
+            r = l.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
         };
-        self.head.clear();
-        let _ = write!(
-            self.head,
-            "HTTP/1.1 {}\r\nServer: ackclock\r\nContent-Type: {content_type}\r\nContent-Length: {body_len}\r\n{connection}\r\n",
-            r.status
-        );
-        if let (Some(t), true) = (r.text, r.send_body) {
-            self.head.extend_from_slice(t.as_bytes());
-        }
-        self.head_sent = 0;
-        self.body_left = if r.text.is_none() && r.send_body { r.body_len } else { 0 };
-        self.body_pos = 0;
-        self.close_after = r.close;
-        self.responding = true;
+        served.accepted.fetch_add(1, Ordering::Relaxed);
+        served.open.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(connection(svc, s, served.clone()));
     }
+}
 
-    fn step(&mut self, stack: &mut Stack, h: TcpHandle, gen: &Generated) -> Step {
+/// One connection: its service until it ends (then a close: FIN after what is queued, or a
+/// reset if the peer's data is unread), or until serve stops (then a reset).
+async fn connection(svc: Service, s: TcpStream, served: Arc<Served>) {
+    let mut stop = served.stop.clone();
+    let stopped = tokio::select! {
+        _ = service(svc, &s, &served) => false,
+        _ = stop.wait_for(|s| *s) => true,
+    };
+    if stopped {
+        let _ = s.set_zero_linger();
+        served.reset_at_exit.fetch_add(1, Ordering::Relaxed);
+    }
+    drop(s);
+    served.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// A service's errors end its connection (the peer reset it, or it timed out): nothing to
+/// report, as a server would not.
+async fn service(svc: Service, s: &TcpStream, served: &Served) -> io::Result<()> {
+    match svc {
+        Service::Discard => discard(s, served).await,
+        Service::Echo => echo(s, served).await,
+        Service::Chargen => generate(s, served).await,
+        Service::Http => http::serve(s, served).await,
+    }
+}
+
+/// Read what is there now through the worker's scratch buffer and drop it; `true` at the
+/// end of the stream.
+fn drain(s: &TcpStream) -> io::Result<(bool, u64)> {
+    SCRATCH.with_borrow_mut(|buf| {
+        let mut moved = 0;
         loop {
-            if self.responding {
-                while self.head_sent < self.head.len() {
-                    match stack.tcp_send(h, &self.head[self.head_sent..]) {
-                        Ok(n) => self.head_sent += n,
-                        Err(e) if gone(e) => return Step::Close,
-                        Err(_) => return Step::Keep,
-                    }
-                }
-                while self.body_left > 0 {
-                    let at = (self.body_pos % PATTERN_PERIOD as u64) as usize;
-                    let n = (self.body_left.min(CHUNK as u64)) as usize;
-                    match stack.tcp_send(h, &gen.pattern[at..at + n]) {
-                        Ok(sent) => {
-                            self.body_left -= sent as u64;
-                            self.body_pos += sent as u64;
-                        }
-                        Err(e) if gone(e) => return Step::Close,
-                        Err(_) => return Step::Keep,
-                    }
-                }
-                self.responding = false;
-                if self.close_after {
-                    return Step::Close;
-                }
+            match s.try_read(buf) {
+                Ok(0) => return Ok((true, moved)),
+                Ok(n) => moved += n as u64,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok((false, moved)),
+                Err(e) => return Err(e),
             }
-            // The next request, if its head is complete (pipelined requests wait here).
-            if let Some(end) = self.req[..self.req_len].windows(4).position(|w| w == b"\r\n\r\n") {
-                let r = parse_request(&self.req[..end]);
-                self.req.copy_within(end + 4..self.req_len, 0);
-                self.req_len -= end + 4;
-                self.start(r);
-                continue;
-            }
-            if self.eof {
-                return Step::Close;
-            }
-            if self.req_len >= HTTP_HEAD_LIMIT {
-                self.start(Response {
-                    status: "431 Request Header Fields Too Large",
-                    body_len: 0,
-                    text: Some("request head too large\n"),
-                    send_body: true,
-                    close: true,
-                    keep_alive_header: false,
-                });
-                self.req_len = 0;
-                continue;
-            }
-            if self.req.is_empty() {
-                self.req = vec![0; HTTP_HEAD_LIMIT].into_boxed_slice();
-            }
-            match stack.tcp_recv(h, &mut self.req[self.req_len..]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.req_len += n,
-                Err(e) if gone(e) => return Step::Close,
-                Err(_) => return Step::Keep,
-            }
+        }
+    })
+}
+
+/// Discard (RFC 863): read and throw away until the end of the stream.
+async fn discard(s: &TcpStream, served: &Served) -> io::Result<()> {
+    loop {
+        s.readable().await?;
+        let (eof, moved) = drain(s)?;
+        served.add(Service::Discard, moved);
+        if eof {
+            return Ok(());
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Echo (RFC 862): what is read is sent back at once from the scratch buffer; only what the
+/// send buffer did not take is kept, and nothing more is read until it is sent.
+async fn echo(s: &TcpStream, served: &Served) -> io::Result<()> {
+    let mut pending = Vec::new();
+    loop {
+        s.readable().await?;
+        let eof = SCRATCH.with_borrow_mut(|buf| loop {
+            let n = match s.try_read(buf) {
+                Ok(0) => return Ok(true),
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            let sent = match s.try_write(&buf[..n]) {
+                Ok(k) => k,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
+                Err(e) => return Err(e),
+            };
+            served.add(Service::Echo, sent as u64);
+            if sent < n {
+                pending.extend_from_slice(&buf[sent..n]);
+                return Ok(false);
+            }
+        })?;
+        if !pending.is_empty() {
+            let mut w = s;
+            w.write_all(&pending).await?;
+            served.add(Service::Echo, pending.len() as u64);
+            // Give the memory back: the peer reads again.
+            pending = Vec::new();
+        }
+        if eof {
+            return Ok(());
+        }
+    }
+}
 
-    #[test]
-    fn requests_parse() {
-        let r = parse_request(b"GET /bytes/1000 HTTP/1.1\r\nHost: x\r\nAccept: */*");
-        assert_eq!((r.status, r.body_len, r.close, r.send_body), ("200 OK", 1000, false, true));
-        let r = parse_request(b"GET /bytes/5 HTTP/1.1\r\nConnection: close");
-        assert!(r.close);
-        let r = parse_request(b"HEAD /bytes/5 HTTP/1.0\r\nConnection: Keep-Alive");
-        assert!(!r.close && r.keep_alive_header && !r.send_body);
-        assert!(parse_request(b"GET / HTTP/1.0").close);
-        assert_eq!(parse_request(b"GET /nope HTTP/1.1").status, "404 Not Found");
-        assert_eq!(parse_request(b"GET /bytes/x HTTP/1.1").status, "404 Not Found");
-        assert_eq!(parse_request(b"POST /bytes/1 HTTP/1.1").status, "405 Method Not Allowed");
-        assert_eq!(parse_request(b"garbage").status, "400 Bad Request");
-        assert_eq!(parse_request(b"GET / HTTP/2").status, "505 HTTP Version Not Supported");
-        assert!(parse_request(b"POST /x HTTP/1.1\r\nContent-Length: 3").close);
+/// Chargen (RFC 864): the character stream until the peer goes; what it sends is read and
+/// dropped, and its end of stream ends the connection.
+async fn generate(s: &TcpStream, served: &Served) -> io::Result<()> {
+    let drained = async {
+        loop {
+            s.readable().await?;
+            if drain(s)?.0 {
+                return Ok(());
+            }
+        }
+    };
+    let sent = async {
+        let (mut w, mut pos) = (s, 0u64);
+        loop {
+            let n = w.write(served.chargen.at(pos, CHUNK)).await?;
+            if n == 0 {
+                return Err(io::Error::from(ErrorKind::WriteZero));
+            }
+            pos = (pos + n as u64) % chargen::PERIOD as u64;
+            served.add(Service::Chargen, n as u64);
+        }
+    };
+    tokio::select! {
+        r = drained => r,
+        r = sent => r,
     }
 }

@@ -1,8 +1,9 @@
-//! `ackclock serve --runtime`: discard (9), echo (7) and chargen (19) on the library's
-//! threaded runtime (`ackclock::runtime`) instead of serve's own loop, written as with
-//! `std::net`: a thread per connection, blocking `read` and `write`. For measuring the
-//! runtime over a TAP or TUN against serve's loop in the same run (`scripts/bench-rt-tap`);
-//! HTTP is not served in this mode.
+//! `ackclock serve --threads`: discard (9), echo (7) and chargen (19) on the library's
+//! threaded runtime (`ackclock::runtime`) as blocking code, written as with `std::net`: a
+//! thread per connection, blocking `read` and `write`. For measuring the runtime's blocking
+//! sockets over a TAP or TUN against serve's tokio tasks in the same run
+//! (`scripts/bench-rt-tap`), and each `RuntimeConfig::tap_rounds`; HTTP is not served in
+//! this mode.
 //!
 //! Output: the same start-up line as serve (or `"event": "ready"` with `--json`), and on
 //! exit (SIGINT, SIGTERM) one line with the runtime's counters and the bytes each service
@@ -102,7 +103,7 @@ pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str, sync: bo
     if json {
         println!("{}", serde_json::json!({ "event": "ready", "runtime": true, "device": kind }));
     } else {
-        println!("ackclock serve --runtime: {kind}; discard:9 echo:7 chargen:19; ready");
+        println!("ackclock serve --threads: {kind}; discard:9 echo:7 chargen:19; ready");
     }
     let _ = std::io::stdout().flush();
     while !stopping() {
@@ -124,7 +125,7 @@ pub(crate) fn serve(link: Link, stack: Stack, json: bool, rounds: &str, sync: bo
     if json {
         println!("{exit}");
     } else {
-        eprintln!("ackclock serve --runtime: {exit}");
+        eprintln!("ackclock serve --threads: {exit}");
     }
     Ok(())
 }

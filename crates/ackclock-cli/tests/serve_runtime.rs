@@ -1,4 +1,4 @@
-//! `ackclock serve --runtime` (a hidden mode for measuring the library's threaded runtime
+//! `ackclock serve --threads` (a hidden mode for measuring the library's blocking sockets
 //! against serve's own loop): echo and discard on the runtime, a thread per connection, with
 //! a Python client in a private network namespace made (and removed) by the test. Echo must
 //! return every byte in order, and the exit object must count what each service moved. Needs
@@ -43,7 +43,7 @@ fn serve_on_the_runtime(rounds: &str) {
         return;
     }
     let mut ns = netns::NetNs::new();
-    let extra = ["--runtime", "--json", "--runtime-rounds", rounds];
+    let extra = ["--threads", "--json", "--runtime-rounds", rounds];
     let (mut serve, ready) = serve_ready(&mut ns, "--tap", Mode::Offload, &extra);
     let ready = parse(&ready);
     assert_eq!((&ready["event"], &ready["runtime"], &ready["device"]), (&"ready".into(), &true.into(), &"tap".into()));

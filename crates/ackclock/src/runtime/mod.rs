@@ -189,8 +189,8 @@
 //! quiet spell. When it sleeps on the device it wakes for that if nothing else wakes it
 //! first; while an application thread watches the device, it does it at its next wake-up
 //! (a timer, a message). [`RuntimeConfig::keep_idle_memory`] turns it off. The heap is the
-//! embedder's: the runtime does not trim it (`ackclock relay` trims it after each release,
-//! `serve` from its own loop).
+//! embedder's: the runtime does not trim it (`ackclock relay` and `ackclock serve` trim it
+//! after each release, seen in [`RuntimeStats::idle_memory_releases`]).
 //!
 //! **Stopping.** [`Runtime::shutdown`] (or drop) resets every connection still open and
 //! closes every listener, as a process that exits does, sends those RSTs, wakes every
@@ -609,6 +609,13 @@ impl Runtime {
         let r = f(&mut self.shared.lock().stack);
         self.shared.kick();
         r
+    }
+
+    /// The device's frame counters while the runtime runs (`None` once it has stopped:
+    /// [`take_device`](Self::take_device) gives the device back). Taken between rounds,
+    /// under the lock a round holds.
+    pub fn device_stats(&self) -> Option<crate::phy::DeviceStats> {
+        lock(&self.shared.engine).as_ref().map(|e| e.device_stats())
     }
 
     /// Counters of the runtime itself.

@@ -230,6 +230,8 @@ pub(super) trait Rounds: Send {
     fn last(&self) -> Outcome;
     /// The device, when the runtime has stopped.
     fn into_device(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+    /// The device's frame counters.
+    fn device_stats(&self) -> crate::phy::DeviceStats;
 }
 
 /// Which part of a round to run. A round reads the device and processes the frames
@@ -331,6 +333,10 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
 
     fn into_device(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
         Box::new(self.dev)
+    }
+
+    fn device_stats(&self) -> crate::phy::DeviceStats {
+        self.dev.stats()
     }
 }
 

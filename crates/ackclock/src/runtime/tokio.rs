@@ -254,6 +254,12 @@ impl TcpListener {
         Ok(TcpListener { inner: listener::TcpListener::bind(rt, addr)? })
     }
 
+    /// Listen on `addr` with room for `backlog` connections not yet accepted (see
+    /// [`listener::TcpListener::bind_with_backlog`]).
+    pub fn bind_with_backlog(rt: &Runtime, addr: SocketAddrV4, backlog: usize) -> io::Result<TcpListener> {
+        Ok(TcpListener { inner: listener::TcpListener::bind_with_backlog(rt, addr, backlog)? })
+    }
+
     /// Listen on every address and port no other listener takes (a transparent proxy's
     /// listener, see [`listener::TcpListener::bind_any`]).
     pub fn bind_any(rt: &Runtime) -> io::Result<TcpListener> {
