@@ -121,6 +121,12 @@ fn serve_json_prints_a_ready_object_and_an_exit_object() {
     assert_eq!(exit["tcp"]["passive_opens"], 1, "the stack's counters: {exit}");
     assert!(exit["rx"]["frames"].as_u64().unwrap() > 0, "{exit}");
     assert!(exit["tx"]["bytes"].as_u64().unwrap() > 100_000, "the body went out: {exit}");
+    // The response (head and body) counted by the HTTP service, which ran as a task on the
+    // library's runtime: its counters are in the object too.
+    let http = exit["bytes"]["http"].as_u64().unwrap();
+    assert!(http > 100_000 && http < 100_400, "head and body: {exit}");
+    assert_eq!(exit["bytes"]["echo"], 0, "{exit}");
+    assert!(exit["runtime"]["rounds"].as_u64().unwrap() > 0, "{exit}");
     assert!(exit["impairment"].is_null() && exit["error"].is_null(), "{exit}");
     assert_eq!(stderr.join().unwrap(), "", "nothing on stderr with --json");
 }
