@@ -171,10 +171,16 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         reset_at_exit: AtomicU64::new(0),
         bytes: Default::default(),
     });
-    let tasks = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("tokio: {e}"))?;
+    let tasks =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("tokio: {e}"))?;
     tasks.block_on(async {
         for (l, svc) in listeners {
             tokio::spawn(accept_loop(l, svc, served.clone()));
+        }
+        // The device's frames are processed on this runtime's workers, beside the tasks
+        // that read them.
+        if let Some(w) = ackclock::runtime::tokio::watch_device(&rt) {
+            tokio::spawn(w);
         }
         let mut releases = 0;
         while !stopping() {

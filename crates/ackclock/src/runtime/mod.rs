@@ -367,6 +367,9 @@ pub(crate) struct Inner {
     udp_waits: Waiters<UdpHandle>,
     /// Listeners someone waits to accept from: a blocked thread (no waker) or a task.
     accepting: Vec<(ListenerHandle, Option<Waker>)>,
+    /// Tasks that watch the device (`tokio::watch_device`), woken when the runtime stops.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    device_watchers: Vec<Waker>,
 }
 
 /// A connection's readiness as bits (what its waiters compare).
@@ -470,6 +473,7 @@ impl Inner {
                 waker.wake();
             }
         }
+        self.device_watchers.drain(..).for_each(Waker::wake);
     }
 }
 
@@ -558,6 +562,7 @@ impl Runtime {
                 waits: Waiters::new(slots),
                 udp_waits: Waiters::new(udp_slots),
                 accepting: Vec::new(),
+                device_watchers: Vec::new(),
             }),
             cvs: (0..slots).map(|_| SlotCv::default()).collect(),
             udp_cvs: (0..udp_slots).map(|_| SlotCv::default()).collect(),

@@ -15,8 +15,19 @@
 //! waker with the readiness it saw, under the stack's lock, and the protocol thread wakes it
 //! after the round in which that readiness changed, and only then: a task waiting on an
 //! idle connection costs nothing per round beyond the readiness check every waiter costs.
-//! No tokio reactor is involved, so these sockets work on any tokio runtime (current-thread
-//! or multi-thread) and need only tokio's I/O traits from the crate.
+//! No tokio reactor is needed for that, so these sockets work on any tokio runtime
+//! (current-thread or multi-thread).
+//!
+//! # Watching the device from a task
+//!
+//! Over a TAP or TUN, spawn [`watch_device`] on the runtime whose tasks use the sockets
+//! (its I/O driver enabled). The device's descriptor then wakes a task on a tokio worker,
+//! which runs the round there, lets the tasks that round woke copy their data, and sends the
+//! ACKs and window updates after those copies; the protocol thread keeps only the timers.
+//! Without it, every frame goes through the protocol thread and a waker to the task's
+//! worker, and each read's window update back. `ackclock serve` measured 0.52-1.25x of a
+//! single-thread loop without a watcher and about 0.8-1.2x with one, on a current-thread
+//! tokio runtime (BENCHMARKS.md, "serve and fetch on the runtime").
 //!
 //! Reads and writes are the core's single copy, made by the polling task: `poll_read`
 //! copies from the packet buffers straight into the caller's `ReadBuf`, verifying the
@@ -367,4 +378,98 @@ impl UdpSocket {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }
+}
+
+/// A task that watches the device for the runtime (see [`watch_device`]).
+struct DeviceWatch {
+    shared: std::sync::Arc<super::Shared>,
+    id: u64,
+}
+
+impl Drop for DeviceWatch {
+    /// The task ends (the runtime stopped, or the tokio runtime dropped the task): the
+    /// device goes back to the protocol thread, as when a blocked watcher's call ends.
+    fn drop(&mut self) {
+        if self.shared.watch.release(self.id) {
+            self.shared.maybe_hand_off();
+        }
+    }
+}
+
+/// The device's descriptor, duplicated, for tokio's reactor.
+struct DeviceFd(std::os::fd::OwnedFd);
+
+impl std::os::fd::AsRawFd for DeviceFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Watch the runtime's device from a tokio task, so that the frames of connections served
+/// by tasks are processed on a tokio worker, as a blocked application thread does for
+/// blocking sockets ([`TapRounds::Watch`](super::TapRounds)): spawn the returned future on
+/// the runtime whose tasks use the sockets (it needs tokio's I/O driver, `enable_io`).
+///
+/// Without it, every round runs on the protocol thread, and each frame's data reaches its
+/// task through a waker on another thread, whose read then asks the protocol thread for the
+/// window update. With it, the protocol thread keeps the timers and sleeps without the
+/// device's descriptor, as while a thread watches; the watching task is woken by tokio's
+/// reactor when frames arrive and runs the round's input half on its worker, yields so
+/// that the tasks the round woke copy their data (checking the checksums in the copy,
+/// Jacobson 1993), then runs the output half: the ACKs cover verified data and carry the
+/// windows those copies opened. If the task stops being polled, frames wait for it, as
+/// any tokio socket's would; when it is dropped, the protocol thread watches again.
+///
+/// `None` over a device without a descriptor (the in-memory pipe), or when
+/// [`RuntimeConfig::tap_rounds`](super::RuntimeConfig::tap_rounds) is not `Watch`. The
+/// future ends when the runtime stops.
+pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io::Result<()>> + Send + 'static> {
+    use std::os::fd::BorrowedFd;
+    let shared = rt.shared().clone();
+    let fd = shared.watch_fd?;
+    // SAFETY: the runtime owns the device, whose descriptor is open while the runtime is;
+    // it is duplicated at once, and the watch holds its own descriptor from then on.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned();
+    Some(async move {
+        let (dev, readable) = (DeviceFd(fd?), ::tokio::io::Interest::READABLE);
+        // SAFETY: `DeviceFd` owns its descriptor, which stays open until the `AsyncFd` is
+        // dropped (it is never replaced or closed before).
+        let afd = unsafe { ::tokio::io::unix::AsyncFd::register_with_interest(dev, readable)? };
+        let watch = DeviceWatch { id: super::watch::next_id(), shared };
+        let shared = &*watch.shared;
+        loop {
+            // The role again, each time: a blocked thread of the same runtime may have
+            // taken it meanwhile (and given it back, handing off to the protocol thread).
+            shared.watch.take(watch.id);
+            // Frames, or the runtime stopping (`Runtime::shutdown` wakes the watchers).
+            let ready = poll_fn(|cx| {
+                let mut g = shared.lock();
+                if g.closed {
+                    return Poll::Ready(None);
+                }
+                if !g.device_watchers.iter().any(|w| w.will_wake(cx.waker())) {
+                    g.device_watchers.push(cx.waker().clone());
+                }
+                drop(g);
+                afd.poll_read_ready(cx).map(Some)
+            })
+            .await;
+            let Some(ready) = ready else { return Ok(()) };
+            let mut ready = ready?;
+            shared.watch_rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Present while its round's two halves run: rings (a woken task's write, or
+            // its read's window update) are answered by this task's output half instead
+            // of signalling the protocol thread.
+            let presence = shared.arrive();
+            let owed = shared.watch_round();
+            // The frames are read: new ones make the descriptor ready again (tokio keeps a
+            // readiness that came after this one).
+            ready.clear_ready();
+            if owed {
+                ::tokio::task::yield_now().await;
+                shared.push_output();
+            }
+            drop(presence);
+        }
+    })
 }

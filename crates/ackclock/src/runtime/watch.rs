@@ -189,6 +189,12 @@ mod model {
     }
 }
 
+/// A watcher id no thread or task has had, never [`NOBODY`].
+pub(crate) fn next_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(NOBODY + 1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// How an application thread sleeps in this mode: on an eventfd of its own (and the device's
 /// descriptor while it is the watcher), woken by a waker registered as its socket's, so a
 /// round in any thread that changes the socket's readiness signals it.
@@ -245,8 +251,7 @@ impl std::task::Wake for WakeFd {
 
 impl Watcher {
     fn new() -> Option<Watcher> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(NOBODY + 1);
-        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = next_id();
         let efd = std::sync::Arc::new(WakeFd { fd: super::sys::EventFd::new().ok()?, owner: id });
         let waker = std::task::Waker::from(efd.clone());
         CURRENT.with(|c| c.set(id));

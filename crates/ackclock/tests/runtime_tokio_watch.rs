@@ -1,0 +1,119 @@
+//! A task that watches the device (`runtime::tokio::watch_device`): the frames of
+//! connections served by tokio tasks are processed on the tasks' worker, not on the
+//! protocol thread. An echo task on a TAP answers a Linux client in a network namespace
+//! byte-exact, in both TAP modes, while the watcher runs the rounds; with the watcher
+//! aborted, the protocol thread watches the device again and a second echo still completes;
+//! and a watcher ends when the runtime shuts down.
+//!
+//! Needs root, /dev/net/tun and python3: without them the tests print why and pass as
+//! skipped. Every wait is bounded.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use ackclock::buf::{Pool, DEFAULT_HEADROOM};
+use ackclock::iface::InterfaceConfig;
+use ackclock::phy::{Device, Tap, TapConfig, TapMode};
+use ackclock::runtime::tokio::{watch_device, TcpListener};
+use ackclock::runtime::Runtime;
+use ackclock::time::Instant;
+use ackclock::{Stack, StackConfig};
+use common::netns::{skip, NetNs};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+const HOST_CIDR: &str = "10.77.0.1/24";
+
+/// Sends N bytes of a pattern to the echo port while reading the echo; prints "ok" if the
+/// echo is byte-exact.
+const CLIENT: &str = r#"
+import socket, sys, threading
+addr, n = sys.argv[1], int(sys.argv[2])
+data = bytes((i * 7 + i // 251) % 256 for i in range(n))
+s = socket.create_connection((addr, 7), timeout=30)
+def send():
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+t = threading.Thread(target=send); t.start()
+got = bytearray()
+while True:
+    k = s.recv(1 << 16)
+    if not k: break
+    got += k
+t.join()
+print("ok" if bytes(got) == data else "differ %d of %d" % (len(got), n))
+"#;
+
+fn echo_through(ns: &NetNs, n: usize) {
+    let out = ns
+        .command(120, "python3")
+        .args(["-c", CLIENT, &STACK_ADDR.to_string(), &n.to_string()])
+        .output()
+        .expect("run python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.trim() == "ok", "echo: {text}{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn watched(mode: TapMode) {
+    if skip(&["python3"]) {
+        return;
+    }
+    let mut ns = NetNs::new();
+    let config = TapConfig { mode, mtu: 1500 };
+    let pool = Pool::new(Tap::pool_config(&config, 1024)).unwrap();
+    let tap_name = ns.tap_name().to_string();
+    ns.adopt(&tap_name);
+    let tap = Tap::open(&tap_name, config, pool).expect("open TAP");
+    ns.take_link(&tap_name, HOST_CIDR);
+    let mut sc = StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24));
+    sc.pool.buffers = 8 * 1024;
+    if mode == TapMode::Offload {
+        sc.pool.buffer_size = 64 * 1024 + DEFAULT_HEADROOM;
+    }
+    let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
+    let mut rt = Runtime::new(stack, tap).expect("runtime");
+    let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
+    let tasks = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let watcher = tasks.spawn(watch_device(&rt).expect("a TAP can be watched by a task"));
+    tasks.spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = tokio::io::split(s);
+                let _ = tokio::io::copy_buf(&mut tokio::io::BufReader::with_capacity(1 << 16, &mut r), &mut w).await;
+                let _ = tokio::io::AsyncWriteExt::shutdown(&mut w).await;
+            });
+        }
+    });
+
+    echo_through(&ns, 8 << 20);
+    let s = rt.stats();
+    // The task's worker ran rounds for the frames (the protocol thread still runs the
+    // rounds a write rings for while the watcher waits).
+    assert!(s.watch_rounds > 0, "the task watched the device: {s:?}");
+    assert!(s.app_rounds > 0, "rounds run outside the protocol thread: {s:?}");
+
+    // Without the watcher the protocol thread watches the device again.
+    watcher.abort();
+    assert!(tasks.block_on(watcher).is_err_and(|e| e.is_cancelled()));
+    let before = rt.stats().watch_rounds;
+    echo_through(&ns, 1 << 20);
+    assert_eq!(rt.stats().watch_rounds, before, "no watcher any more");
+
+    // A watcher ends when the runtime stops, even with no frame coming.
+    let watcher = tasks.spawn(watch_device(&rt).unwrap());
+    std::thread::sleep(Duration::from_millis(100));
+    rt.shutdown();
+    let ended = tasks.block_on(async { tokio::time::timeout(Duration::from_secs(5), watcher).await });
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "the watcher ends with the runtime: {ended:?}");
+}
+
+#[test]
+fn a_task_watches_a_plain_tap() {
+    watched(TapMode::Plain)
+}
+
+#[test]
+fn a_task_watches_an_offload_tap() {
+    watched(TapMode::Offload)
+}
