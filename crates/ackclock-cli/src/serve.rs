@@ -2,9 +2,13 @@
 //! [`http`]) on the stack, over a Linux TAP or TUN device (`--tap NAME` or `--tun NAME`).
 //!
 //! serve is built as an embedder builds a server on ackclock: the library's runtime
-//! (`ackclock::runtime`) runs the stack over the device on its protocol thread, and the
-//! services are tokio tasks on the runtime's tokio sockets (`ackclock::runtime::tokio`), one
-//! task per connection, on as many worker threads as cores. A task holds no buffer while its
+//! (`ackclock::runtime`) owns the stack and the device, and the services are tokio tasks on
+//! the runtime's tokio sockets (`ackclock::runtime::tokio`), one task per connection, on a
+//! current-thread tokio runtime beside a task that watches the device
+//! (`runtime::tokio::watch_device`): the frames are processed on the thread whose tasks
+//! read them, and the protocol thread keeps the timers. (With one worker per core instead,
+//! a woken task often ran on the other worker: 0.85-0.93x with offloads in one alternated
+//! run, BENCHMARKS.md.) A task holds no buffer while its
 //! connection is idle: discard, echo and chargen read through a scratch buffer of the
 //! worker thread (`readable`, then `try_read`), and echo keeps only what the send buffer did
 //! not take, while the peer does not read (and reads nothing more meanwhile, so the receive

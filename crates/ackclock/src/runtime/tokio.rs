@@ -26,8 +26,9 @@
 //! ACKs and window updates after those copies; the protocol thread keeps only the timers.
 //! Without it, every frame goes through the protocol thread and a waker to the task's
 //! worker, and each read's window update back. `ackclock serve` measured 0.52-1.25x of a
-//! single-thread loop without a watcher and about 0.8-1.2x with one, on a current-thread
-//! tokio runtime (BENCHMARKS.md, "serve and fetch on the runtime").
+//! single-thread loop without a watcher and 0.81-1.02x with one, its tasks on a
+//! current-thread tokio runtime (on a multi-thread one, a woken task often runs on another
+//! worker than the watcher, which costs a hand-off again).
 //!
 //! Reads and writes are the core's single copy, made by the polling task: `poll_read`
 //! copies from the packet buffers straight into the caller's `ReadBuf`, verifying the
