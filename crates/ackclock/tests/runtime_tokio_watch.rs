@@ -11,19 +11,14 @@
 
 mod common;
 
-use ackclock::buf::{Pool, DEFAULT_HEADROOM};
-use ackclock::iface::InterfaceConfig;
-use ackclock::phy::{Device, Tap, TapConfig, TapMode};
+use ackclock::buf::DEFAULT_HEADROOM;
+use ackclock::phy::TapMode;
 use ackclock::runtime::tokio::{watch_device, TcpListener};
-use ackclock::runtime::Runtime;
-use ackclock::time::Instant;
-use ackclock::{Stack, StackConfig};
+use ackclock::runtime::RuntimeConfig;
+use common::link_runtime::{link_runtime, STACK_ADDR};
 use common::netns::{skip, NetNs};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::time::Duration;
-
-const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
-const HOST_CIDR: &str = "10.77.0.1/24";
 
 /// Sends N bytes of a pattern to the echo port while reading the echo; prints "ok" if the
 /// echo is byte-exact.
@@ -60,19 +55,13 @@ fn watched(mode: TapMode) {
         return;
     }
     let mut ns = NetNs::new();
-    let config = TapConfig { mode, mtu: 1500 };
-    let pool = Pool::new(Tap::pool_config(&config, 1024)).unwrap();
-    let tap_name = ns.tap_name().to_string();
-    ns.adopt(&tap_name);
-    let tap = Tap::open(&tap_name, config, pool).expect("open TAP");
-    ns.take_link(&tap_name, HOST_CIDR);
-    let mut sc = StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24));
-    sc.pool.buffers = 8 * 1024;
-    if mode == TapMode::Offload {
-        sc.pool.buffer_size = 64 * 1024 + DEFAULT_HEADROOM;
-    }
-    let stack = Stack::new(sc, tap.capabilities(), Instant::ZERO).unwrap();
-    let mut rt = Runtime::new(stack, tap).expect("runtime");
+    let offload = mode == TapMode::Offload;
+    let tune = |sc: &mut ackclock::StackConfig| {
+        if offload {
+            sc.pool.buffer_size = 64 * 1024 + DEFAULT_HEADROOM;
+        }
+    };
+    let mut rt = link_runtime(&mut ns, mode, false, tune, RuntimeConfig::default());
     let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
     let tasks = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let watcher = tasks.spawn(watch_device(&rt).expect("a TAP can be watched by a task"));

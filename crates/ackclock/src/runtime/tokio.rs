@@ -423,7 +423,13 @@ impl std::os::fd::AsRawFd for DeviceFd {
 ///
 /// `None` over a device without a descriptor (the in-memory pipe), or when
 /// [`RuntimeConfig::tap_rounds`](super::RuntimeConfig::tap_rounds) is not `Watch`. The
-/// future ends when the runtime stops.
+/// future ends when the runtime stops. It holds a duplicate of the device's descriptor
+/// until it ends or is dropped (a TAP or TUN that goes away with its last descriptor stays
+/// until then).
+///
+/// Run the tasks that use the sockets on the same worker: on a multi-thread runtime a task
+/// the watcher's round wakes may run on another worker, a cross-thread hand-off again (for
+/// `ackclock serve` a current-thread runtime moved 1.07-1.18x as much with offloads).
 pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io::Result<()>> + Send + 'static> {
     use std::os::fd::BorrowedFd;
     let shared = rt.shared().clone();
