@@ -181,8 +181,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         for (l, svc) in listeners {
             tokio::spawn(accept_loop(l, svc, served.clone()));
         }
-        // The device's frames are processed on this runtime's workers, beside the tasks
-        // that read them.
+        // The device's frames are processed on this thread, beside the tasks that read
+        // them (`watch_device`).
         if let Some(w) = ackclock::runtime::tokio::watch_device(&rt) {
             tokio::spawn(w);
         }
