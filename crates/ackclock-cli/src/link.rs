@@ -447,11 +447,41 @@ impl Clock {
 
 /// Give what the heap holds free back to the system: connections' buffers freed at close
 /// stay in glibc's heap (its mmap threshold grows with use) until trimmed.
-pub(crate) fn trim_heap() {
+fn trim_heap() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only returns free heap memory to the system.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Trims the heap each time the runtime has given its pools' idle pages back
+/// (`RuntimeStats::idle_memory_releases` moved): the connections' buffers freed at close go
+/// back too. For the commands' main tasks, which look every few tens of milliseconds.
+#[derive(Default)]
+pub(crate) struct HeapTrim {
+    releases: u64,
+}
+
+impl HeapTrim {
+    pub fn after_release(&mut self, rt: &ackclock::runtime::Runtime) {
+        let r = rt.stats().idle_memory_releases;
+        if r != self.releases {
+            self.releases = r;
+            trim_heap();
+        }
+    }
+}
+
+/// The next connection `l` accepts, or `None` once the runtime has stopped or `stop` says
+/// the command stops: the accept loop of relay's and serve's listeners.
+pub(crate) async fn accept_or_stop(
+    l: &ackclock::runtime::tokio::TcpListener,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<ackclock::runtime::tokio::TcpStream> {
+    tokio::select! {
+        r = l.accept() => r.ok().map(|(s, _)| s),
+        _ = stop.wait_for(|s| *s) => None,
     }
 }
 

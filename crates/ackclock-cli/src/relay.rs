@@ -40,7 +40,7 @@
 
 mod udp;
 
-use crate::link::{install_signals, stopping, trim_heap, Link, LinkArgs};
+use crate::link::{accept_or_stop, install_signals, stopping, HeapTrim, Link, LinkArgs};
 use ackclock::runtime::tokio::{TcpListener, TcpStream};
 use ackclock::runtime::Runtime;
 use clap::Args;
@@ -230,14 +230,7 @@ fn v4(a: io::Result<SocketAddr>) -> SocketAddrV4 {
 /// connection.
 async fn accept_loop(listener: TcpListener, relay: Arc<Relay>) {
     let mut stop = relay.stop.clone();
-    loop {
-        let inside = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(_) => return,
-            },
-            _ = stop.wait_for(|s| *s) => return,
-        };
+    while let Some(inside) = accept_or_stop(&listener, &mut stop).await {
         let id = {
             let mut r = relay.report.lock().unwrap_or_else(|e| e.into_inner());
             r.connections += 1;
@@ -388,16 +381,12 @@ fn relay(args: RelayArgs) -> Result<(), String> {
             tokio::spawn(accept_loop(l, relay.clone()));
         }
         udp.start();
-        let mut releases = 0;
+        let mut heap = HeapTrim::default();
         while !stopping() {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             // The runtime gave the packet pools' idle pages back: the heap's too (the
             // connections' copy buffers were freed at close).
-            let r = rt.stats().idle_memory_releases;
-            if r != releases {
-                releases = r;
-                trim_heap();
-            }
+            heap.after_release(&rt);
         }
         // Stop: every connection resets both ways and reports (bounded: a task that does
         // not report within two seconds is counted as open).

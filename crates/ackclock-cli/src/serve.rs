@@ -30,7 +30,7 @@ mod http;
 
 use crate::chargen::{self, Chargen};
 use crate::link::{
-    impair_report, install_signals, report_requested, runtime_json, stopping, trim_heap, Link, LinkArgs,
+    accept_or_stop, impair_report, install_signals, report_requested, runtime_json, stopping, HeapTrim, Link, LinkArgs,
 };
 use ackclock::phy::{Device, DeviceStats};
 use ackclock::runtime::tokio::{TcpListener, TcpStream};
@@ -186,20 +186,14 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         if let Some(w) = ackclock::runtime::tokio::watch_device(&rt) {
             tokio::spawn(w);
         }
-        let mut releases = 0;
+        let mut heap = HeapTrim::default();
         while !stopping() {
             tokio::time::sleep(Duration::from_millis(50)).await;
             if report_requested() {
                 let counters = rt.with_stack(|s| counters_json(s));
                 print_stats(&counters, rt.device_stats().unwrap_or_default(), args.json);
             }
-            // The runtime gave the packet pools' idle pages back: the heap's too (closed
-            // connections' buffers).
-            let r = rt.stats().idle_memory_releases;
-            if r != releases {
-                releases = r;
-                trim_heap();
-            }
+            heap.after_release(&rt);
         }
         // Stop: the accept loops end (their listeners reset what they had not handed out),
         // and every connection is reset (bounded: a task that does not end within
@@ -289,14 +283,7 @@ fn print_stats(counters: &serde_json::Map<String, serde_json::Value>, d: DeviceS
 /// Accept on `l` until the runtime stops or serve does; a task per connection.
 async fn accept_loop(l: TcpListener, svc: Service, served: Arc<Served>) {
     let mut stop = served.stop.clone();
-    loop {
-        let s = tokio::select! {
-            r = l.accept() => match r {
-                Ok((s, _)) => s,
-                Err(_) => return,
-            },
-            _ = stop.wait_for(|s| *s) => return,
-        };
+    while let Some(s) = accept_or_stop(&l, &mut stop).await {
         served.accepted.fetch_add(1, Ordering::Relaxed);
         served.open.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(connection(svc, s, served.clone()));
