@@ -7,10 +7,12 @@
 //! not decoded. The host is an IPv4 address (no DNS): on the TAP's subnet, or beyond `--gateway`
 //! (on a TUN, any address: the link is point to point).
 //!
-//! The client is blocking code on the library's threaded runtime ([`crate::fetch_rt`]), as
+//! The client is blocking code on the library's threaded runtime ([`client`]), as
 //! it would be written with `std::net`: the runtime's protocol thread runs the stack over
 //! the device, and this thread connects, writes and reads. Exit status 0 for a `2xx` answer
 //! whose body arrived whole.
+
+mod client;
 
 use crate::link::{install_signals, Link, LinkArgs};
 use ackclock::tcp::TcpInfo;
@@ -186,7 +188,7 @@ fn fetch(args: FetchArgs) -> Result<bool, String> {
     );
     let to = SocketAddrV4::new(addr, port);
     let timeout = std::time::Duration::from_secs(args.timeout);
-    let (link, got) = crate::fetch_rt::fetch(link, stack, to, request.as_bytes(), out, timeout)?;
+    let (link, got) = client::fetch(link, stack, to, request.as_bytes(), out, timeout)?;
     report(&args, link, got)
 }
 

@@ -5,7 +5,6 @@ mod decode;
 #[cfg(target_os = "linux")]
 mod fetch;
 #[cfg(target_os = "linux")]
-mod fetch_rt;
 #[cfg(target_os = "linux")]
 mod link;
 mod progress;

@@ -5,7 +5,7 @@
 //! (`Runtime::shutdown_linger`), then gives the device back for its counters and the
 //! capture (`Runtime::take_device`).
 
-use crate::fetch::{Got, Response};
+use super::{Got, Response};
 use crate::link::{runtime_json, stopping, Link};
 use ackclock::runtime::{Runtime, TcpStream};
 use ackclock::tcp::TcpInfo;
