@@ -115,6 +115,9 @@ counters! {
         fast_path_acks,
         /// Segments that took the full input path.
         slow_path,
+        /// Data segments sent by the predicted transmit path (new data in order, from the
+        /// connection's header template); the others took the general output path.
+        fast_path_sends,
         /// Received segments whose checksum was left for the reader's copy but checked in a
         /// pass of its own, because an ACK (or the input path) had to cover them first: the
         /// fused copy (Jacobson 1993) lost, a second pass over the payload paid.

@@ -610,14 +610,34 @@ impl Interface {
         dst: Ipv4Addr,
         protocol: IpProtocol,
     ) -> Option<(&'h Prebuilt, u16)> {
+        let pre = self.prebuilt_valid(now, hop, src, dst, protocol)?;
+        Some((pre, self.take_ident()))
+    }
+
+    /// [`prebuilt`](Self::prebuilt) without taking an identification: for a sender that
+    /// writes several frames with these headers at the same `now`, taking one
+    /// ([`take_ident`](Self::take_ident)) for each.
+    #[inline(always)]
+    pub(crate) fn prebuilt_valid<'h>(
+        &self,
+        now: Instant,
+        hop: &'h Option<CachedHop>,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+    ) -> Option<&'h Prebuilt> {
         let h = hop.as_ref()?;
-        if h.gen == self.arp.gen() && h.expires.is_none_or(|t| t > now) && h.pre.fits(src, dst, protocol.0) {
-            let ident = self.ip_ident;
-            self.ip_ident = ident.wrapping_add(1);
-            Some((&h.pre, ident))
-        } else {
-            None
-        }
+        (h.gen == self.arp.gen() && h.expires.is_none_or(|t| t > now) && h.pre.fits(src, dst, protocol.0))
+            .then_some(&h.pre)
+    }
+
+    /// The IPv4 identification of the next frame: a counter, one step per frame, as every
+    /// frame this interface builds takes it.
+    #[inline(always)]
+    pub(crate) fn take_ident(&mut self) -> u16 {
+        let ident = self.ip_ident;
+        self.ip_ident = ident.wrapping_add(1);
+        ident
     }
 
     /// [`encapsulate`](Self::encapsulate) field by field; the headers written are kept in

@@ -11,10 +11,12 @@
 //! state changed, and the caller takes the general path (`output::send_bare`).
 
 use super::env::Env;
-use super::header::{words, write_words};
-use super::output::{acked_sent, arm_rexmt, window_field, Fields};
+use super::header::{words, write_words, Template};
+use super::output::{acked_sent, arm_rexmt, minshall_holds, window_field, Fields};
+use super::seq::SeqNumber;
 use super::stats::DropReason;
-use super::tcb::Tcb;
+use super::tcb::{State, Tcb};
+use crate::buf::BufError;
 use crate::iface::push;
 use crate::wire::{IpProtocol, TcpFlags};
 
@@ -135,4 +137,155 @@ pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut 
     tcb.quickack.owed = false;
     acked_sent(env, tcb, f.ack);
     Some(true)
+}
+
+/// The sending half of `output` for a connection that sends new data in order, in one pass
+/// with the per-pass work done once: the header template made at the first segment (the
+/// ACK, window and timestamps every segment of the pass carries), the hop's headers checked
+/// once, and the bookkeeping after the loop (RTT timing, counters, the quick-ACK state,
+/// the retransmission timer). Each segment is then its checks, a copy of the prebuilt link
+/// and IPv4 headers, eight TCP words and the push to the transmit ring.
+///
+/// The prediction: a state that sends data (established or close-wait, or either closed by
+/// us with the FIN still queued), something unsent, nothing sent back over (`snd_nxt ==
+/// snd_max`), no retransmission owed, no recovery and no duplicate ACKs (so no limited
+/// transmit), no restart after idle, no trace, and a plain ACK owed
+/// ([`plain_ack_predicted`]). Returns whether segments went out and whether the general
+/// path (`output::send_owed`) has nothing left to do: it stopped where that path stops (the
+/// ring full, the queue sent, the window shut, Nagle holding the last short segment, no
+/// headroom). At anything else (a segment over one MSS, sent before, shared, or without a
+/// cached sum; the last segment when the FIN goes with it; a window that allows a partial
+/// segment) it stops with the connection's state as the general path would have left it
+/// after the same segments.
+#[inline]
+pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
+    let first = tcb.snd_nxt_idx;
+    if !matches!(tcb.state, State::Established | State::CloseWait | State::FinWait1 | State::LastAck)
+        || first >= tcb.sndq.len()
+        || tcb.snd_nxt != tcb.snd_max
+        || tcb.rexmt_now.is_some()
+        || tcb.recovery.is_some()
+        || tcb.dupacks != 0
+        || env.trace.on()
+        || !plain_ack_predicted(tcb)
+    {
+        return (false, false);
+    }
+    // RFC 5681 §4.1's restart after idle is the general path's.
+    if tcb.snd_max == tcb.snd_una
+        && tcb.stats.bytes_sent > 0
+        && env.now.nanos_since(tcb.last_send) > tcb.rtt.rto_nanos()
+    {
+        return (false, false);
+    }
+    let mss = tcb.eff_mss as u32;
+    // Only ACKs and timers move the windows: one read each per pass.
+    let limit = tcb.snd_wnd.min(tcb.cwnd());
+    let first_seq = tcb.snd_nxt;
+    // The first segment's checks, then the pass's template and headers.
+    let mut next = match next_new(env, tcb, limit, mss) {
+        Ok(s) => s,
+        Err(done) => return (false, done),
+    };
+    let (src, dst) = (tcb.tuple.local_addr, tcb.tuple.remote_addr);
+    let Some(&pre) = env.iface.prebuilt_valid(env.now, &tcb.hop, src, dst, IpProtocol::TCP) else {
+        return (false, false);
+    };
+    let ack = tcb.ack_seq();
+    let ts = tcb.ts_enabled.then(|| (tcb.ts_now(env.now), tcb.ts_recent));
+    let window = window_field(tcb, ack, false);
+    let tmpl = Template::new(&tcb.tuple, ack, window, ts);
+    let (below, hl) = (pre.len(), tmpl.hl);
+    let (mut n, mut bytes) = (0u64, 0u64);
+    let done = loop {
+        let (seq, len, payload_sum, last) = next;
+        let idx = tcb.snd_nxt_idx;
+        let seg = &mut tcb.sndq[idx];
+        let out = match seg.buf.prepend(below + hl) {
+            Ok(out) => out,
+            // A device still holds it (rare): the general path gives it a buffer of its own.
+            Err(BufError::Shared) => break false,
+            Err(_) => {
+                env.counters.drop(DropReason::NoBuffer);
+                break true;
+            }
+        };
+        let (link_ip, tcp) = out.split_at_mut(below);
+        pre.write(link_ip, hl + len as usize, env.iface.take_ident());
+        tmpl.write(tcp, seq, last, len as usize, payload_sum);
+        let frame = seg.buf.share();
+        // The queue's view goes back to the payload; the frame's view has the headers.
+        let _ = seg.buf.trim_front(hl + below);
+        seg.sent = 1;
+        seg.sent_at = env.now;
+        push(env.tx, frame, env.counters);
+        let end = seq + len;
+        tcb.snd_nxt = end;
+        tcb.snd_max = end;
+        tcb.snd_nxt_idx = idx + 1;
+        if len < mss {
+            tcb.snd_sml = end;
+        }
+        n += 1;
+        bytes += len as u64;
+        next = match next_new(env, tcb, limit, mss) {
+            Ok(s) => s,
+            Err(done) => break done,
+        };
+    };
+    if n == 0 {
+        return (false, done);
+    }
+    // `send_data`'s bookkeeping after first transmissions without FIN, once for the pass.
+    if !tcb.ts_enabled && tcb.rtt_seq.is_none() {
+        tcb.rtt_seq = Some((first_seq, env.now));
+    }
+    tcb.stats.bytes_sent += bytes;
+    tcb.last_send = env.now;
+    if let (true, Some(t)) = (tcb.quickack.enabled, tcb.quickack.last_data) {
+        if env.now.saturating_duration_since(t) < env.config.delayed_ack {
+            tcb.quickack.pingpong = true;
+        }
+    }
+    arm_rexmt(env, tcb);
+    tcb.quickack.owed = false;
+    acked_sent(env, tcb, ack);
+    // `acked_sent` counted one segment; the others.
+    tcb.stats.segs_out += n - 1;
+    env.counters.segs_out += n - 1;
+    env.counters.fast_path_sends += n;
+    (true, done)
+}
+
+/// The next segment [`send_new`] may send: its sequence number, length, payload sum and
+/// whether it is the queue's last; or where the pass stops, as `Err(done)` (see there).
+#[inline(always)]
+fn next_new(env: &Env, tcb: &Tcb, limit: u32, mss: u32) -> Result<(SeqNumber, u32, u16, bool), bool> {
+    if env.tx.is_full() {
+        return Err(true);
+    }
+    let idx = tcb.snd_nxt_idx;
+    // The queue sent, and no FIN queued: nothing more.
+    let seg = tcb.sndq.get(idx).ok_or(true)?;
+    let (seq, len) = (seg.seq, seg.len());
+    if seq != tcb.snd_nxt || len > mss || seg.sent > 0 {
+        return Err(false);
+    }
+    let payload_sum = seg.buf.cached_sum_from(0).ok_or(false)?;
+    let last = idx + 1 == tcb.sndq.len();
+    // The FIN goes with the last segment: the general path sends it.
+    if last && tcb.fin_queued {
+        return Err(false);
+    }
+    // The windows; where the general path may still send part of a segment (RFC 9293
+    // §3.8.6.2.1's sender SWS avoidance), it does.
+    let usable = limit.saturating_sub(seq.since(tcb.snd_una));
+    if len > usable {
+        return Err(!(usable > 0 && (usable >= mss || usable >= tcb.max_snd_wnd / 2)));
+    }
+    // Nagle with Minshall's refinement, as `send_in_order` holds a short last segment.
+    if len < mss && last && !tcb.opts.nodelay && minshall_holds(tcb) {
+        return Err(true);
+    }
+    Ok((seq, len, payload_sum, last))
 }

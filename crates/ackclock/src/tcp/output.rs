@@ -50,12 +50,16 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
         }
         _ => {}
     }
-    // The prediction for a connection that only receives (one test): nothing waits to be
-    // sent, no FIN, no retransmission owed, no recovery. Then `send_owed` would send nothing,
-    // and at most the ACK is owed.
+    // Nearly always, new data in order: the predicted pass, then the general one for
+    // whatever it left, unless the connection only receives (one test): nothing waits to
+    // be sent, no FIN, no retransmission owed, no recovery. Then `send_owed` would send
+    // nothing, and at most the ACK is owed.
+    let (mut sent, done) = super::fastout::send_new(env, tcb);
     let receiving =
-        tcb.snd_nxt_idx >= tcb.sndq.len() && !tcb.fin_queued && tcb.rexmt_now.is_none() && tcb.recovery.is_none();
-    let sent = !receiving && send_owed(env, tcb);
+        || tcb.snd_nxt_idx >= tcb.sndq.len() && !tcb.fin_queued && tcb.rexmt_now.is_none() && tcb.recovery.is_none();
+    if !done && !receiving() {
+        sent |= send_owed(env, tcb);
+    }
     // Window updates are owed after the application reads (`recv` sets ack_now then), not
     // merely because the SYN's unscaled window was small.
     // A pure ACK carries SND.MAX, as BSD's tcp_output does, not SND.NXT: after a timeout
@@ -236,7 +240,7 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
 /// them; at most one short segment is in flight at a time, as Nagle intended. (`snd_sml`
 /// beyond `snd_max` is stale, from before the sequence space wrapped.)
 #[inline]
-fn minshall_holds(tcb: &Tcb) -> bool {
+pub(super) fn minshall_holds(tcb: &Tcb) -> bool {
     tcb.snd_sml > tcb.snd_una && tcb.snd_sml <= tcb.snd_max
 }
 
