@@ -55,6 +55,31 @@ fn echo() {
 
 /// RFC 9293 §3.6: after a half-close the other direction still carries data; read returns
 /// 0 after the peer's FIN (std's end of stream).
+/// The blocking `read_bufs`: segments moved out with their buffers, a thread writing 4 MB
+/// on the other runtime; byte-exact, then end of stream after the writer's shutdown.
+#[test]
+fn read_bufs_moves_the_segments_byte_exact() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(9)).unwrap();
+    let mut data = vec![0u8; 4 << 20];
+    pattern(0, &mut data);
+    let mut stream = TcpStream::connect(&a, b_at(9)).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            stream.write_all(&data).unwrap();
+            stream.shutdown(Shutdown::Write).unwrap();
+        });
+        let (server, _) = listener.accept().unwrap();
+        let (mut got, mut segs) = (Vec::new(), Vec::new());
+        while server.read_bufs(64 * 1024, &mut segs).unwrap() > 0 {
+            for seg in segs.drain(..) {
+                got.extend_from_slice(seg.data());
+            }
+        }
+        assert!(got == data, "bytes differ ({} of {})", got.len(), data.len());
+    });
+}
+
 #[test]
 fn half_close() {
     let (a, b) = pair();

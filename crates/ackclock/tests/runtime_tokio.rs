@@ -57,6 +57,41 @@ async fn async_echo_round_trip_with_half_close() {
     assert!(back == data, "echo differs");
 }
 
+/// `read_bufs`: the received segments themselves, moved out with their buffers (no copy),
+/// at most `max` bytes a call unless one segment is more: 4 MB arrive byte-exact and in
+/// order, then end of stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_bufs_moves_the_segments_byte_exact() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(9)).unwrap();
+    let data = patterned(0, 4 << 20);
+    let server = async {
+        let (s, _) = listener.accept().await.unwrap();
+        let (mut got, mut segs, mut calls) = (Vec::with_capacity(data.len()), Vec::new(), 0);
+        loop {
+            let n = s.read_bufs(16 * 1024, &mut segs).await.unwrap();
+            if n == 0 {
+                assert!(segs.is_empty());
+                return (got, calls);
+            }
+            calls += 1;
+            assert_eq!(segs.iter().map(|s| s.len()).sum::<usize>(), n);
+            assert!(n <= 16 * 1024 || segs.len() == 1, "{n} bytes in {} segments", segs.len());
+            for seg in segs.drain(..) {
+                got.extend_from_slice(seg.data());
+            }
+        }
+    };
+    let client = async {
+        let mut s = TcpStream::connect(&a, b_at(9)).await.unwrap();
+        s.write_all(&data).await.unwrap();
+        s.shutdown().await.unwrap();
+    };
+    let ((got, calls), ()) = tokio::join!(server, client);
+    assert!(got == data, "bytes differ ({} of {})", got.len(), data.len());
+    assert!(calls >= data.len() / (16 * 1024), "{calls} calls");
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn connect_to_a_closed_port_is_refused() {
     let (a, _b) = pair();

@@ -1219,6 +1219,57 @@ fn deferred_checksum_failure_found_by_recv_with() {
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
 }
 
+/// The same through `tcp_recv_bufs`, which moves segments out with their buffers: the
+/// corrupted segment never reaches the caller's list; the good retransmission does, whole,
+/// and its buffer goes back to the pool when the caller drops it. The bytes moved count as
+/// read: the window reopens for them (RFC 9293 §3.8.6.2.2, an update of a whole MSS).
+#[test]
+fn deferred_checksum_failure_found_by_recv_bufs() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(1000, 26);
+    let bad = corrupted(&t, &seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data, 700);
+    at(&mut t, 10);
+    t.inject_raw(&bad);
+    let mut segs = Vec::new();
+    assert_eq!(t.stack.tcp_recv_bufs(c, 1 << 20, &mut segs), Err(Error::WouldBlock));
+    assert!(segs.is_empty(), "a segment whose checksum failed was handed out");
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+    let free = t.stack.pool().available();
+    t.inject_payload(200, seg(".").seq(P).ack(1).win(65535).ts(2001, 1), &data);
+    // A quick ACK for the connection's first good data.
+    t.expect(200, seg(".").seq(1).ack(P + 1000).win(65535 - 1000).ts(ANY, 2001));
+    assert_eq!(t.stack.tcp_recv_bufs(c, 1 << 20, &mut segs), Ok(1000));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].data(), &data[..]);
+    assert_eq!(t.stack.tcp_recv_bufs(c, 1 << 20, &mut segs), Err(Error::WouldBlock));
+    assert_eq!(t.stack.pool().available(), free - 1, "the caller holds the segment's buffer");
+    drop(segs);
+    assert_eq!(t.stack.pool().available(), free);
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+}
+
+/// `tcp_recv_bufs` moves whole segments, at least one, and then only as many as keep the
+/// total within `max`; what it leaves stays queued, in order.
+#[test]
+fn recv_bufs_moves_whole_segments_within_max() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(3000, 27);
+    at(&mut t, 10);
+    for (i, part) in data.chunks(1000).enumerate() {
+        let seq = P + 1000 * i as u32;
+        t.inject_payload(10, seg(".").seq(seq).ack(1).win(65535).ts(2000 + i as u32, 1), part);
+    }
+    let mut segs = Vec::new();
+    // Less than one segment: still one, whole.
+    assert_eq!(t.stack.tcp_recv_bufs(c, 10, &mut segs), Ok(1000));
+    // 1999 bytes: one more (two would be 2000).
+    assert_eq!(t.stack.tcp_recv_bufs(c, 1999, &mut segs), Ok(1000));
+    assert_eq!(t.stack.tcp_recv_bufs(c, 1 << 20, &mut segs), Ok(1000));
+    let got: Vec<u8> = segs.iter().flat_map(|s| s.data().iter().copied()).collect();
+    assert_eq!((segs.len(), got), (3, data));
+    assert_eq!(t.stack.tcp_recv_bufs(c, 1 << 20, &mut segs), Err(Error::WouldBlock));
+}
+
 /// RFC 9293 §3.1 (MUST-3) and §3.10.7.4 (RCV.NXT advances only over data accepted): the
 /// same, when the stack sends before the application reads: the pending segment is verified
 /// (a sum-only pass) before an ACK is built, so the ACK does not cover it; the data is

@@ -465,19 +465,34 @@ impl TcpStream {
     /// caller registers as a waiter before any round can change the readiness it saw.
     pub(super) fn try_read<'a>(
         &'a self,
-        mut g: MutexGuard<'a, Inner>,
+        g: MutexGuard<'a, Inner>,
         buf: &mut [u8],
         wait_reply: bool,
         more: &mut bool,
+    ) -> Attempt<'a> {
+        if buf.is_empty() {
+            return if g.closed { Attempt::Done(Err(aborted())) } else { Attempt::Done(Ok(0)) };
+        }
+        self.try_recv(g, wait_reply, more, |stack, h| stack.tcp_recv(h, buf))
+    }
+
+    /// [`try_read`](Self::try_read) with the stack's receive call given: a copy into a
+    /// buffer, or the segments themselves (`Stack::tcp_recv_bufs`).
+    pub(super) fn try_recv<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        wait_reply: bool,
+        more: &mut bool,
+        recv: impl FnOnce(&mut crate::Stack, TcpHandle) -> Result<usize, Error>,
     ) -> Attempt<'a> {
         let shared = &*self.shared;
         if g.closed {
             return Attempt::Done(Err(aborted()));
         }
-        if buf.is_empty() || self.read_shut.load(Ordering::Acquire) {
+        if self.read_shut.load(Ordering::Acquire) {
             return Attempt::Done(Ok(0));
         }
-        Attempt::Done(match g.stack.tcp_recv(self.h, buf) {
+        Attempt::Done(match recv(&mut g.stack, self.h) {
             Ok(n) => {
                 *more = n > 0 && super::tcp_bits(&g.stack, self.h) & super::waiters::READABLE != 0;
                 if n > 0 && g.stack.tcp_read_wants_output(self.h) {
@@ -505,6 +520,25 @@ impl TcpStream {
     }
 
     fn read_impl(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return if self.shared.lock().closed { Err(aborted()) } else { Ok(0) };
+        }
+        self.recv_impl(|stack, h| stack.tcp_recv(h, buf))
+    }
+
+    /// Move received segments to `out`, their buffers with them, waiting as `read` does
+    /// (the read timeout, non-blocking mode): the zero-copy read of
+    /// [`Stack::tcp_recv_bufs`](crate::Stack::tcp_recv_bufs), for a splice that writes
+    /// them on with `writev(2)`. Whole segments, at least one, then as many as keep the
+    /// bytes moved within `max`. Returns the bytes moved; `Ok(0)` is the end of the stream.
+    pub fn read_bufs(&self, max: usize, out: &mut Vec<crate::buf::PBuf>) -> io::Result<usize> {
+        self.recv_impl(|stack, h| stack.tcp_recv_bufs(h, max, out))
+    }
+
+    fn recv_impl(
+        &self,
+        mut recv: impl FnMut(&mut crate::Stack, TcpHandle) -> Result<usize, Error>,
+    ) -> io::Result<usize> {
         let shared = &*self.shared;
         let mut call = Call::new(shared, self.deadline(&self.read_timeout), false, shared.app_run);
         if shared.polls() {
@@ -512,7 +546,7 @@ impl TcpStream {
         }
         let mut g = shared.lock();
         loop {
-            match self.try_read(g, buf, true, &mut call.more) {
+            match self.try_recv(g, true, &mut call.more, &mut recv) {
                 Attempt::Done(r) => {
                     // A window update left for the next round goes out within `HANDOFF`
                     // even if this thread calls no more (`watch`, "Window updates"); an

@@ -155,6 +155,32 @@ impl TcpStream {
         }
     }
 
+    /// Move received segments to `out`, their buffers with them, waiting until there are
+    /// some: the zero-copy read of [`Stack::tcp_recv_bufs`](crate::Stack::tcp_recv_bufs),
+    /// for a splice that writes them on with a vectored write (`writev(2)`) and drops them
+    /// after. Whole segments, at least one, then as many as keep the bytes moved within
+    /// `max`. Returns the bytes moved; `Ok(0)` is the end of the stream.
+    pub async fn read_bufs(&self, max: usize, out: &mut Vec<crate::buf::PBuf>) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_read_bufs(cx, max, out)).await
+    }
+
+    /// [`read_bufs`](Self::read_bufs) as a poll: `Pending` registers the task's waker.
+    pub fn poll_read_bufs(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+        out: &mut Vec<crate::buf::PBuf>,
+    ) -> Poll<io::Result<usize>> {
+        let inner = &self.inner;
+        match inner.try_recv(inner.shared().lock(), false, &mut false, |stack, h| stack.tcp_recv_bufs(h, max, out)) {
+            Attempt::Done(r) => Poll::Ready(r),
+            Attempt::Blocked(mut g) => {
+                inner.register_waker(&mut g, false, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+
     /// Wait until a write would not block: send space and a packet buffer are free, or the
     /// connection is over (tokio's `TcpStream::writable`).
     pub async fn writable(&self) -> io::Result<()> {

@@ -5,6 +5,7 @@
 //! connection. Data moves between the caller's slice and pbufs in one copy, with the
 //! checksum fused into it; there is no intermediate byte ring.
 
+use crate::buf::PBuf;
 use crate::stack::Stack;
 use crate::tcp::{ConnError, Io, RequestError, State, TcpInfo};
 use core::fmt;
@@ -304,6 +305,19 @@ impl Stack {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         Ok(self.tcp.recv_in_place(self.now, idx, io, drain)?)
+    }
+
+    /// Move received segments to `out`, their buffers with them, for a caller that passes
+    /// them on (a `writev(2)` to a socket) and lets them go after: no copy at all. Whole
+    /// segments, at least one, then as many as keep the bytes moved within `max`; a segment
+    /// whose checksum was deferred is verified (a sum pass) first. The bytes count as read
+    /// (the window opens for them); the buffers return to the pool when `out` drops them.
+    /// Returns the bytes moved; `Ok(0)` is the end of the stream, as for
+    /// [`tcp_recv`](Self::tcp_recv).
+    pub fn tcp_recv_bufs(&mut self, h: TcpHandle, max: usize, out: &mut Vec<PBuf>) -> Result<usize, Error> {
+        let idx = self.conn(h)?;
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        Ok(self.tcp.recv_bufs(self.now, idx, io, max, out)?)
     }
 
     /// Half-close (`Write`: FIN after the queued data, keep reading), stop reading, or both.

@@ -277,7 +277,7 @@ impl Tcp {
     /// Copy received bytes to the application, verifying deferred checksums during the copy.
     pub(crate) fn recv(&mut self, now: Instant, idx: u32, dst: &mut [u8], io: Io<'_>) -> Result<usize, RequestError> {
         let mut copied = 0;
-        self.recv_with(now, idx, io, |src, unverified| {
+        let copy = |src: &[u8], unverified: Option<u16>| {
             let room = dst.len() - copied;
             let n = src.len().min(room);
             let out = &mut dst[copied..copied + n];
@@ -301,7 +301,8 @@ impl Tcp {
             }
             copied += n;
             Take::Bytes(n)
-        })
+        };
+        self.recv_with(now, idx, io, copy, None)
     }
 
     /// Hand received bytes to `drain` in place (`tcp_recv_with`): a segment whose checksum
@@ -313,10 +314,48 @@ impl Tcp {
         io: Io<'_>,
         mut drain: impl FnMut(&[u8]) -> usize,
     ) -> Result<usize, RequestError> {
-        self.recv_with(now, idx, io, |src, unverified| match unverified {
-            Some(header_sum) if !input::payload_checks(header_sum, src) => Take::BadChecksum,
-            _ => Take::Bytes(drain(src)),
-        })
+        self.recv_with(
+            now,
+            idx,
+            io,
+            |src, unverified| match unverified {
+                Some(header_sum) if !input::payload_checks(header_sum, src) => Take::BadChecksum,
+                _ => Take::Bytes(drain(src)),
+            },
+            None,
+        )
+    }
+
+    /// Move whole received segments to `out` (`tcp_recv_bufs`), their buffers with them: at
+    /// least one, and then as many as keep the total within `max` bytes. A segment whose
+    /// checksum was deferred is verified (a sum pass) first.
+    pub(crate) fn recv_bufs(
+        &mut self,
+        now: Instant,
+        idx: u32,
+        io: Io<'_>,
+        max: usize,
+        out: &mut Vec<PBuf>,
+    ) -> Result<usize, RequestError> {
+        let mut taken = 0;
+        self.recv_with(
+            now,
+            idx,
+            io,
+            |src, unverified| {
+                if let Some(header_sum) = unverified {
+                    if !input::payload_checks(header_sum, src) {
+                        return Take::BadChecksum;
+                    }
+                }
+                if taken > 0 && taken + src.len() > max {
+                    return Take::Bytes(0);
+                }
+                taken += src.len();
+                Take::Bytes(src.len())
+            },
+            Some(out),
+        )
     }
 
     /// Hand received bytes to `take` segment by segment, in order: `take(bytes, unverified)`
@@ -324,12 +363,15 @@ impl Tcp {
     /// of its pseudo-header and header, and returns how many bytes it consumed (checking the
     /// checksum before letting any byte go), or that the checksum failed. Stops when `take`
     /// consumes less than offered. Returns the bytes consumed; `Ok(0)` is the end of stream.
+    /// With `keep`, the buffers of the segments consumed whole go there instead of back to
+    /// the pool.
     pub(crate) fn recv_with(
         &mut self,
         now: Instant,
         idx: u32,
         io: Io<'_>,
         mut take: impl FnMut(&[u8], Option<u16>) -> Take,
+        mut keep: Option<&mut Vec<PBuf>>,
     ) -> Result<usize, RequestError> {
         let Io { pool, iface, tx } = io;
         let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
@@ -360,7 +402,10 @@ impl Tcp {
             tcb.rcv_queued -= n;
             if n == len {
                 if let Some(s) = tcb.rcvq.pop_front() {
-                    read.put(s.buf);
+                    match keep.as_deref_mut() {
+                        Some(out) => out.push(s.buf),
+                        None => read.put(s.buf),
+                    }
                 }
             } else {
                 if let Some(front) = tcb.rcvq.front_mut() {
