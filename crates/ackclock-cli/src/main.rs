@@ -47,13 +47,19 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Die quietly on a closed pipe (`ackclock ... | head`), as Unix tools do, instead of
-    // panicking on the failed write.
-    // SAFETY: restoring the default disposition of a signal before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    let command = Cli::parse().command;
+    // The tools that print (decode, sim, ttcp) die quietly on a closed pipe (`ackclock
+    // ... | head`), as Unix tools do, instead of panicking on the failed write. The ones
+    // that move bytes over sockets keep SIGPIPE ignored (Rust's default): a vectored
+    // write (`writev(2)`, which takes no MSG_NOSIGNAL) to a host socket its peer has
+    // reset must be an EPIPE error for that connection, not the end of the process.
+    if matches!(command, Command::Decode(_) | Command::Sim(_) | Command::Ttcp(_)) {
+        // SAFETY: restoring the default disposition of a signal before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
     }
-    match Cli::parse().command {
+    match command {
         Command::Decode(args) => decode::run(args),
         #[cfg(target_os = "linux")]
         Command::Fetch(args) => fetch::run(args),

@@ -133,10 +133,11 @@ fn curl_any_destination(mode: Mode) {
 both_modes!(curl_any_destination_address_and_port, curl_any_destination);
 
 /// A host-loopback TCP server for the half-close tests. `echo`: echo until EOF, then
-/// close. `first`: send N bytes, half-close, then read to EOF. It prints `port P` when
+/// close. `first`: send N bytes, half-close, then read to EOF. `reset`: read N bytes, then
+/// reset the connection (SO_LINGER 0). It prints `port P` when
 /// listening, and what it did at the end.
 const HOST_SERVER: &str = r#"
-import hashlib, random, socket, sys
+import hashlib, random, socket, struct, sys
 mode, n = sys.argv[1], int(sys.argv[2])
 ls = socket.socket()
 ls.bind(("127.0.0.1", 0))
@@ -154,6 +155,16 @@ if mode == "echo":
         total += len(b)
     c.close()
     print("echoed", total, flush=True)
+elif mode == "reset":
+    total = 0
+    while total < n:
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        total += len(b)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()
+    print("reset after", total, flush=True)
 else:
     c.sendall(random.Random(9).randbytes(n))
     c.shutdown(socket.SHUT_WR)
@@ -247,6 +258,43 @@ fn host_half_closes_first(mode: Mode) {
     assert_eq!(said, format!("received {n} True"), "relay: {log}");
 }
 both_modes!(host_half_closes_first, host_half_closes_first);
+
+/// The peer uploads without pause and the host server resets its connection after 1 MB:
+/// the relay's vectored write of the peer's segments fails, and that ends this connection
+/// with a reset of the peer (its `sendall` fails), not the relay, which still runs and
+/// exits 0 when stopped. (The relay keeps SIGPIPE ignored for this: `relay_memory`'s
+/// iperf3 runs end with host resets that a SIGPIPE would turn into the relay's death.)
+fn host_resets_during_upload(mode: Mode) {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    const UPLOAD: &str = r#"
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+chunk, sent = bytes(1 << 16), 0
+try:
+    while sent < 200 << 20:
+        s.sendall(chunk)
+        sent += len(chunk)
+    print("sent all", sent)
+except OSError as e:
+    print("reset", type(e).__name__)
+"#;
+    let n = 1 << 20;
+    let (mut server, port) = host_server("reset", n);
+    let mut ns = NetNs::new();
+    let mut relay = relay(&mut ns, mode, port, &["--listen", "9001"]);
+    let out = ns.command(60, "python3").args(["-c", UPLOAD, STACK_ADDR, "9001"]).output().expect("run python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let said = server_result(&mut server);
+    let read: usize = said.strip_prefix("reset after ").and_then(|t| t.parse().ok()).unwrap_or(0);
+    assert!(read >= n, "the host server: {said}");
+    assert!(text.starts_with("reset"), "the upload was not reset: {text}");
+    // Still running, and it exits 0 (a death by SIGPIPE fails here).
+    let (_, log) = relay.stop_ok();
+    assert!(log.contains("host: Connection reset by peer") || log.contains("host: Broken pipe"), "{log}");
+}
+both_modes!(host_reset_during_upload_ends_one_connection, host_resets_during_upload);
 
 /// Nothing listens at `--to`: the accepted connection is reset, and curl says so at once.
 fn host_refuses(mode: Mode) {
