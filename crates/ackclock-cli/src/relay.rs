@@ -11,12 +11,14 @@
 //! (`ackclock::runtime::tokio`), as an embedder would build it: the runtime's protocol
 //! thread runs the stack over the device, and tokio tasks (on as many worker threads as
 //! cores) accept and splice. Every connection the stack accepts gets a task and a tokio
-//! `TcpStream` to `--to HOST:PORT`; each direction is copied through a 64 KiB buffer (the
-//! stack's one copy, which verifies the checksum as it goes, then one `write(2)`; and one
-//! `read(2)`, then the stack's copy into packet buffers with the checksum computed in it).
-//! The stack's socket buffers (`--buffer`, per direction) and the copy buffer are the bound:
-//! the receive window closes while the host is slow, and the host socket is not read while
-//! the send queue is full, so a slow reader stalls its writer instead of growing memory.
+//! `TcpStream` to `--to HOST:PORT`. Towards the host, the stack's received segments
+//! themselves go to the host socket, at most 64 KiB at a time, in one `writev(2)`
+//! (`read_bufs`: no copy in the relay; a deferred checksum is verified by a sum pass
+//! first). Towards the peer, one `read(2)` into a 64 KiB buffer, then the stack's copy
+//! into packet buffers with the checksum computed in it. The stack's socket buffers
+//! (`--buffer`, per direction) and those 64 KiB are the bound: the receive window closes
+//! while the host is slow, and the host socket is not read while the send queue is full, so
+//! a slow reader stalls its writer instead of growing memory.
 //! Half-close travels both ways: the peer's FIN becomes `shutdown(Write)` on the host socket
 //! once the bytes before it are written, and the host's EOF becomes the stack's FIN after
 //! the queued bytes. A reset on either side resets the other (RST from the stack,
