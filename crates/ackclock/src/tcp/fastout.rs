@@ -15,7 +15,7 @@ use super::header::{words, write_words, Template};
 use super::output::{acked_sent, arm_rexmt, minshall_holds, window_field, Fields};
 use super::seq::SeqNumber;
 use super::stats::DropReason;
-use super::tcb::{State, Tcb};
+use super::tcb::{State, Tcb, TxSeg};
 use crate::buf::BufError;
 use crate::iface::push;
 use crate::wire::{IpProtocol, TcpFlags};
@@ -107,26 +107,12 @@ pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut 
     let (link_ip, tcp) = out.split_at_mut(below);
     pre.write(link_ip, hl + len as usize, ident);
     write_words(tcp, &w);
-    let frame = seg.buf.share();
-    // The queue's view goes back to the payload; the frame's view has the headers.
-    let _ = seg.buf.trim_front(hl + below);
-    seg.sent = 1;
-    seg.sent_at = env.now;
-    push(env.tx, frame, env.counters);
+    send_first(env, seg, hl + below);
     // `send_data`'s bookkeeping for a first transmission of one segment without FIN.
     let end = seq + len;
-    if !tcb.ts_enabled && tcb.rtt_seq.is_none() {
-        tcb.rtt_seq = Some((seq, env.now));
-    }
-    tcb.stats.bytes_sent += len as u64;
-    tcb.last_send = env.now;
+    sent_new_data(env, tcb, seq, len as u64);
     if len < mss {
         tcb.snd_sml = end;
-    }
-    if let (true, Some(t)) = (tcb.quickack.enabled, tcb.quickack.last_data) {
-        if env.now.saturating_duration_since(t) < env.config.delayed_ack {
-            tcb.quickack.pingpong = true;
-        }
     }
     if idx >= tcb.snd_nxt_idx {
         tcb.snd_nxt = tcb.snd_nxt.max(end);
@@ -213,12 +199,7 @@ pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
         let (link_ip, tcp) = out.split_at_mut(below);
         pre.write(link_ip, hl + len as usize, env.iface.take_ident());
         tmpl.write(tcp, seq, last, len as usize, payload_sum);
-        let frame = seg.buf.share();
-        // The queue's view goes back to the payload; the frame's view has the headers.
-        let _ = seg.buf.trim_front(hl + below);
-        seg.sent = 1;
-        seg.sent_at = env.now;
-        push(env.tx, frame, env.counters);
+        send_first(env, seg, hl + below);
         let end = seq + len;
         tcb.snd_nxt = end;
         tcb.snd_max = end;
@@ -237,16 +218,7 @@ pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
         return (false, done);
     }
     // `send_data`'s bookkeeping after first transmissions without FIN, once for the pass.
-    if !tcb.ts_enabled && tcb.rtt_seq.is_none() {
-        tcb.rtt_seq = Some((first_seq, env.now));
-    }
-    tcb.stats.bytes_sent += bytes;
-    tcb.last_send = env.now;
-    if let (true, Some(t)) = (tcb.quickack.enabled, tcb.quickack.last_data) {
-        if env.now.saturating_duration_since(t) < env.config.delayed_ack {
-            tcb.quickack.pingpong = true;
-        }
-    }
+    sent_new_data(env, tcb, first_seq, bytes);
     arm_rexmt(env, tcb);
     tcb.quickack.owed = false;
     acked_sent(env, tcb, ack);
@@ -288,4 +260,34 @@ fn next_new(env: &Env, tcb: &Tcb, limit: u32, mss: u32) -> Result<(SeqNumber, u3
         return Err(true);
     }
     Ok((seq, len, payload_sum, last))
+}
+
+/// A segment's first transmission, its headers (`headers` bytes) just written in front of
+/// its payload: the device gets a shared handle to the frame, the queue's view goes back to
+/// the payload, and the segment is marked sent now.
+#[inline(always)]
+fn send_first(env: &mut Env, seg: &mut TxSeg, headers: usize) {
+    let frame = seg.buf.share();
+    let _ = seg.buf.trim_front(headers);
+    seg.sent = 1;
+    seg.sent_at = env.now;
+    push(env.tx, frame, env.counters);
+}
+
+/// `send_data`'s bookkeeping after new data from `seq` on (`bytes` of it) went out for the
+/// first time: an RTT sample started if none runs without timestamps, the counters, the
+/// time of the last send, and Linux's `tcp_event_data_sent` (data sent within the
+/// delayed-ACK time of the last data received answers it: the connection is interactive).
+#[inline(always)]
+fn sent_new_data(env: &Env, tcb: &mut Tcb, seq: SeqNumber, bytes: u64) {
+    if !tcb.ts_enabled && tcb.rtt_seq.is_none() {
+        tcb.rtt_seq = Some((seq, env.now));
+    }
+    tcb.stats.bytes_sent += bytes;
+    tcb.last_send = env.now;
+    if let (true, Some(t)) = (tcb.quickack.enabled, tcb.quickack.last_data) {
+        if env.now.saturating_duration_since(t) < env.config.delayed_ack {
+            tcb.quickack.pingpong = true;
+        }
+    }
 }

@@ -225,6 +225,16 @@ mod tests {
     use crate::rng::Rng;
     use core::net::Ipv4Addr;
 
+    fn random_tuple(rng: &mut Rng) -> FourTuple {
+        let r = rng.next_u64();
+        FourTuple {
+            local_addr: Ipv4Addr::from_bits(rng.next_u64() as u32),
+            local_port: r as u16,
+            remote_addr: Ipv4Addr::from_bits((r >> 16) as u32),
+            remote_port: (r >> 48) as u16,
+        }
+    }
+
     /// A segment written from a pass's template is byte for byte the one the words of its
     /// own fields give: random tuples, ACKs, windows, timestamps or none, PSH or not, lengths
     /// and payload sums.
@@ -232,13 +242,7 @@ mod tests {
     fn the_template_writes_the_plain_header() {
         let mut rng = Rng::new(11);
         for round in 0..5000 {
-            let r = rng.next_u64();
-            let tuple = FourTuple {
-                local_addr: Ipv4Addr::from_bits(rng.next_u64() as u32),
-                local_port: r as u16,
-                remote_addr: Ipv4Addr::from_bits((r >> 16) as u32),
-                remote_port: (r >> 48) as u16,
-            };
+            let tuple = random_tuple(&mut rng);
             let ack = SeqNumber(rng.next_u64() as u32);
             let window = rng.next_u64() as u16;
             let ts = (round % 3 != 0).then(|| (rng.next_u64() as u32, rng.next_u64() as u32));
@@ -267,13 +271,7 @@ mod tests {
         let pool = Pool::new(PoolConfig { buffers: 4, buffer_size: 2048, headroom: 128 }).unwrap();
         let mut rng = Rng::new(7);
         for round in 0..2000 {
-            let r = rng.next_u64();
-            let tuple = FourTuple {
-                local_addr: Ipv4Addr::from_bits(rng.next_u64() as u32),
-                local_port: r as u16,
-                remote_addr: Ipv4Addr::from_bits((r >> 16) as u32),
-                remote_port: (r >> 48) as u16,
-            };
+            let tuple = random_tuple(&mut rng);
             let h = Hdr {
                 seq: SeqNumber(rng.next_u64() as u32),
                 ack: SeqNumber(rng.next_u64() as u32),
