@@ -55,6 +55,13 @@
 //! tokio::io::copy_bidirectional_with_sizes(&mut inside, &mut outside, 64 * 1024, 64 * 1024).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! A splice can also skip its own copy towards the host: [`TcpStream::read_bufs`] hands over
+//! the received segments themselves (their checksums verified), to be written with one
+//! vectored write and dropped, which gives their buffers back to the pool. `ackclock relay`
+//! does this for its uploads (BENCHMARKS.md, "The upload without the relay's copy"). A
+//! program that writes to sockets with `writev(2)` must leave SIGPIPE ignored (Rust's
+//! default): a vectored write takes no `MSG_NOSIGNAL`.
 
 use super::listener;
 use super::net::{self, Attempt};
