@@ -463,6 +463,7 @@ impl TcpStream {
     /// One read attempt under the lock: `Done` with the result (the lock released, the
     /// window-update request posted), or `Blocked` with the lock still held, so that the
     /// caller registers as a waiter before any round can change the readiness it saw.
+    #[cfg(feature = "tokio")]
     pub(super) fn try_read<'a>(
         &'a self,
         g: MutexGuard<'a, Inner>,
