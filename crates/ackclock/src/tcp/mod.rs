@@ -254,6 +254,7 @@ impl Tcp {
     }
 
     /// Let every connection with something to say send it.
+    #[inline]
     pub(crate) fn output_dirty(&mut self, now: Instant, io: Io<'_>) {
         let Io { pool, iface, tx } = io;
         let mut i = 0;
