@@ -367,9 +367,10 @@ pub(crate) struct Inner {
     udp_waits: Waiters<UdpHandle>,
     /// Listeners someone waits to accept from: a blocked thread (no waker) or a task.
     accepting: Vec<(ListenerHandle, Option<Waker>)>,
-    /// Tasks that watch the device (`tokio::watch_device`), woken when the runtime stops.
+    /// Tasks that watch the device (`tokio::watch_device`), by watcher id, woken when the
+    /// runtime stops; a watch takes its entry out when it ends.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    device_watchers: Vec<Waker>,
+    device_watchers: Vec<(u64, Waker)>,
 }
 
 /// A connection's readiness as bits (what its waiters compare).
@@ -473,7 +474,7 @@ impl Inner {
                 waker.wake();
             }
         }
-        self.device_watchers.drain(..).for_each(Waker::wake);
+        self.device_watchers.drain(..).for_each(|(_, w)| w.wake());
     }
 }
 

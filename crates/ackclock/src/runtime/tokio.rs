@@ -421,21 +421,14 @@ struct DeviceWatch {
 }
 
 impl Drop for DeviceWatch {
-    /// The task ends (the runtime stopped, or the tokio runtime dropped the task): the
-    /// device goes back to the protocol thread, as when a blocked watcher's call ends.
+    /// The task ends (the runtime stopped, or the tokio runtime dropped the task): its
+    /// waker is forgotten, and the device goes back to the protocol thread, as when a
+    /// blocked watcher's call ends.
     fn drop(&mut self) {
+        self.shared.lock().device_watchers.retain(|(id, _)| *id != self.id);
         if self.shared.watch.release(self.id) {
             self.shared.maybe_hand_off();
         }
-    }
-}
-
-/// The device's descriptor, duplicated, for tokio's reactor.
-struct DeviceFd(std::os::fd::OwnedFd);
-
-impl std::os::fd::AsRawFd for DeviceFd {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.0.as_raw_fd()
     }
 }
 
@@ -471,10 +464,10 @@ pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io
     // it is duplicated at once, and the watch holds its own descriptor from then on.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned();
     Some(async move {
-        let (dev, readable) = (DeviceFd(fd?), ::tokio::io::Interest::READABLE);
-        // SAFETY: `DeviceFd` owns its descriptor, which stays open until the `AsyncFd` is
+        let readable = ::tokio::io::Interest::READABLE;
+        // SAFETY: the `OwnedFd` owns its descriptor, which stays open until the `AsyncFd` is
         // dropped (it is never replaced or closed before).
-        let afd = unsafe { ::tokio::io::unix::AsyncFd::register_with_interest(dev, readable)? };
+        let afd = unsafe { ::tokio::io::unix::AsyncFd::register_with_interest(fd?, readable)? };
         let watch = DeviceWatch { id: super::watch::next_id(), shared };
         let shared = &*watch.shared;
         loop {
@@ -487,8 +480,11 @@ pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io
                 if g.closed {
                     return Poll::Ready(None);
                 }
-                if !g.device_watchers.iter().any(|w| w.will_wake(cx.waker())) {
-                    g.device_watchers.push(cx.waker().clone());
+                // One entry per watch, its waker kept current.
+                match g.device_watchers.iter_mut().find(|(id, _)| *id == watch.id) {
+                    Some((_, w)) if w.will_wake(cx.waker()) => {}
+                    Some((_, w)) => *w = cx.waker().clone(),
+                    None => g.device_watchers.push((watch.id, cx.waker().clone())),
                 }
                 drop(g);
                 afd.poll_read_ready(cx).map(Some)
