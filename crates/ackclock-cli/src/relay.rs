@@ -316,28 +316,19 @@ async fn pump_segments(from: &TcpStream, to: &mut tokio::net::tcp::WriteHalf<'_>
         if n == 0 {
             return to.shutdown().await.map_err(End::Host);
         }
-        // Written so far: whole segments, then bytes of the next.
-        let (mut done, mut off) = (0, 0);
-        while done < segs.len() {
+        for part in segs.chunks(IOV) {
             let mut iov = [io::IoSlice::new(&[]); IOV];
-            let mut k = 0;
-            for (i, s) in segs[done..].iter().take(IOV).enumerate() {
-                iov[i] = io::IoSlice::new(if i == 0 { &s.data()[off..] } else { s.data() });
-                k = i + 1;
+            for (v, s) in iov.iter_mut().zip(part) {
+                *v = io::IoSlice::new(s.data());
             }
-            let mut w = to.write_vectored(&iov[..k]).await.map_err(End::Host)?;
-            if w == 0 {
-                return Err(End::Host(io::ErrorKind::WriteZero.into()));
-            }
-            while w > 0 {
-                let left = segs[done].len() - off;
-                if w >= left {
-                    w -= left;
-                    (done, off) = (done + 1, 0);
-                } else {
-                    off += w;
-                    w = 0;
+            // What a short write left: `advance_slices` drops the slices written.
+            let mut left = &mut iov[..part.len()];
+            while !left.is_empty() {
+                let w = to.write_vectored(left).await.map_err(End::Host)?;
+                if w == 0 {
+                    return Err(End::Host(io::ErrorKind::WriteZero.into()));
                 }
+                io::IoSlice::advance_slices(&mut left, w);
             }
         }
         segs.clear();
