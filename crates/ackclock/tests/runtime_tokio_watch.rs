@@ -15,39 +15,23 @@ use ackclock::buf::DEFAULT_HEADROOM;
 use ackclock::phy::TapMode;
 use ackclock::runtime::tokio::{watch_device, TcpListener};
 use ackclock::runtime::RuntimeConfig;
+use common::clients::ECHO_CLIENT;
 use common::link_runtime::{link_runtime, STACK_ADDR};
 use common::netns::{skip, NetNs};
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-/// Sends N bytes of a pattern to the echo port while reading the echo; prints "ok" if the
-/// echo is byte-exact.
-const CLIENT: &str = r#"
-import socket, sys, threading
-addr, n = sys.argv[1], int(sys.argv[2])
-data = bytes((i * 7 + i // 251) % 256 for i in range(n))
-s = socket.create_connection((addr, 7), timeout=30)
-def send():
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
-t = threading.Thread(target=send); t.start()
-got = bytearray()
-while True:
-    k = s.recv(1 << 16)
-    if not k: break
-    got += k
-t.join()
-print("ok" if bytes(got) == data else "differ %d of %d" % (len(got), n))
-"#;
-
+/// `n` bytes through the echo port from inside the namespace (`ECHO_CLIENT`: written while
+/// the echo is read, then compared byte for byte).
 fn echo_through(ns: &NetNs, n: usize) {
     let out = ns
         .command(120, "python3")
-        .args(["-c", CLIENT, &STACK_ADDR.to_string(), &n.to_string()])
+        .args(["-c", ECHO_CLIENT, &STACK_ADDR.to_string(), "7", &n.to_string()])
         .output()
         .expect("run python3");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.trim() == "ok", "echo: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let want = format!("{n} True");
+    assert!(out.status.success() && text.trim() == want, "echo: {text}{}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn watched(mode: TapMode) {

@@ -7,6 +7,8 @@
 #[path = "../../ackclock-cli/src/scenario/harness.rs"]
 mod harness;
 
+mod common;
+
 /// Named `sim` so that `cargo test sim` selects these tests.
 mod sim {
     use super::harness::Pattern;
@@ -291,20 +293,6 @@ mod sim {
         assert_ne!(a, c);
     }
 
-    /// A writer the test reads back after the world is done with it.
-    #[derive(Clone, Default)]
-    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// The predicted transmit path (new data in order from the connection's header
     /// template, Jacobson 1993) abbreviates the general one and changes nothing the peer
     /// sees. The sender's trace turns the prediction off (and only records), so the same
@@ -332,7 +320,7 @@ mod sim {
             let go = |general: bool| {
                 let (mut w, a, b, _) = pair(seed, config);
                 w.stack_mut(a).set_tracing(general);
-                let out = Shared::default();
+                let out = crate::common::capture::Shared::default();
                 w.capture(a, out.clone(), ackclock::phy::Resolution::Nanos).unwrap();
                 let mut bulk = [Bulk::start(&mut w, a, b, 5001, 512 * 1024)];
                 let s = w.stack_mut(a);
@@ -343,7 +331,7 @@ mod sim {
                 bulk[0].assert_exact();
                 w.end_capture(a).unwrap().unwrap();
                 let c = w.stack(a).counters();
-                let frames = out.0.lock().unwrap().clone();
+                let frames = out.bytes();
                 (frames, c.fast_path_sends, c.segs_out)
             };
             let (general, none, _) = go(true);

@@ -1,7 +1,10 @@
 //! pcap capture: the file format, parsed back, and the capturing device.
 
+mod common;
+
 /// Named `sim` so that `cargo test sim` selects these tests.
 mod sim {
+    use crate::common::capture::Shared;
     use ackclock::buf::{Pool, PoolConfig};
     use ackclock::phy::{pipe, Batch, Capabilities, Capture, Device, DeviceStats, PcapWriter, PipeConfig, Resolution};
     use ackclock::sim::{host_config, LinkConfig, World};
@@ -9,9 +12,7 @@ mod sim {
     use ackclock::wire::{EtherType, EthernetFrame, Ipv4Packet, TcpFlags, TcpPacket};
     use ackclock::Stack;
     use core::net::Ipv4Addr;
-    use std::io::Write;
     use std::net::SocketAddrV4;
-    use std::sync::{Arc, Mutex};
 
     #[derive(Debug)]
     struct Header {
@@ -177,20 +178,6 @@ mod sim {
         assert!(records.windows(2).all(|w| w[0].frac <= w[1].frac));
     }
 
-    /// A writer the test can read back after handing it to the world.
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn world_capture_stamps_frames_with_virtual_time() {
         let mut world = World::new(1);
@@ -210,7 +197,7 @@ mod sim {
             let r = world.link_stats(link, ackclock::sim::Side::B);
             s.delivered + r.enqueued
         });
-        let bytes = out.0.lock().unwrap().clone();
+        let bytes = out.bytes();
         let (h, records) = parse(&bytes);
         assert_eq!(h.magic, 0xa1b2_3c4d);
         // B's first received frame is A's gratuitous ARP, sent at time zero: it arrives after

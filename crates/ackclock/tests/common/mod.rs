@@ -161,6 +161,7 @@ impl<D: Link> Pair<D> {
 }
 
 pub mod alloc;
+pub mod capture;
 pub mod clients;
 #[cfg(target_os = "linux")]
 pub mod link_runtime;
