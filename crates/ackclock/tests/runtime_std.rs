@@ -53,8 +53,6 @@ fn echo() {
     assert_eq!(server, 300_000);
 }
 
-/// RFC 9293 §3.6: after a half-close the other direction still carries data; read returns
-/// 0 after the peer's FIN (std's end of stream).
 /// The blocking `read_bufs`: segments moved out with their buffers, a thread writing 4 MB
 /// on the other runtime; byte-exact, then end of stream after the writer's shutdown.
 #[test]
@@ -80,6 +78,40 @@ fn read_bufs_moves_the_segments_byte_exact() {
     });
 }
 
+/// The blocking `write_with`: a reader (here a cursor over 4 MB, as a file or a socket
+/// would be) read straight into the send queue, waiting for room as `write` does;
+/// byte-exact at the other runtime, and a fill that writes nothing queues nothing.
+#[test]
+fn write_with_reads_a_source_into_the_send_queue() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(9)).unwrap();
+    let mut data = vec![0u8; 4 << 20];
+    pattern(0, &mut data);
+    let stream = TcpStream::connect(&a, b_at(9)).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert_eq!(stream.write_with(|_| 0).unwrap(), 0);
+            let mut source = std::io::Cursor::new(&data[..]);
+            let mut total = 0;
+            loop {
+                let n = stream.write_with(|space| source.read(space).unwrap()).unwrap();
+                if n == 0 {
+                    break;
+                }
+                total += n;
+            }
+            assert_eq!(total, data.len());
+            stream.shutdown(Shutdown::Write).unwrap();
+        });
+        let (mut server, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        assert!(got == data, "bytes differ ({} of {})", got.len(), data.len());
+    });
+}
+
+/// RFC 9293 §3.6: after a half-close the other direction still carries data; read returns
+/// 0 after the peer's FIN (std's end of stream).
 #[test]
 fn half_close() {
     let (a, b) = pair();

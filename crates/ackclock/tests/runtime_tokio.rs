@@ -92,6 +92,54 @@ async fn read_bufs_moves_the_segments_byte_exact() {
     assert!(calls >= data.len() / (16 * 1024), "{calls} calls");
 }
 
+/// `try_write_with`: bytes written straight into the send queue by a fill, in pieces of
+/// whatever size the fill chooses: 4 MB arrive byte-exact; a fill that writes nothing
+/// queues nothing; with the send buffer full, `WouldBlock` without calling the fill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_write_with_queues_what_the_fill_writes() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(9)).unwrap();
+    let data = patterned(0, 4 << 20);
+    let server = async {
+        let (mut s, _) = listener.accept().await.unwrap();
+        // Stall until the client has seen a full send buffer, then read everything.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let mut got = Vec::with_capacity(data.len());
+        s.read_to_end(&mut got).await.unwrap();
+        got
+    };
+    let client = async {
+        let s = TcpStream::connect(&a, b_at(9)).await.unwrap();
+        assert_eq!(s.try_write_with(|_| 0).unwrap(), 0, "a fill that writes nothing");
+        let (mut at, mut would_block) = (0, 0);
+        while at < data.len() {
+            // At most 1000 bytes a call to the fill: it is called again while it fills
+            // what it is given.
+            let mut calls = 0;
+            match s.try_write_with(|space| {
+                calls += 1;
+                let n = space.len().min(1000).min(data.len() - at);
+                space[..n].copy_from_slice(&data[at..at + n]);
+                at += n;
+                n
+            }) {
+                Ok(n) => assert!(n > 0 && calls > 0),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    assert_eq!(calls, 0, "no room: the fill is not called");
+                    would_block += 1;
+                    s.writable().await.unwrap();
+                }
+                Err(e) => panic!("try_write_with: {e}"),
+            }
+        }
+        let mut s = s;
+        s.shutdown().await.unwrap();
+        assert!(would_block > 0, "the send buffer never filled");
+    };
+    let (got, ()) = tokio::join!(server, client);
+    assert!(got == data, "bytes differ ({} of {})", got.len(), data.len());
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn connect_to_a_closed_port_is_refused() {
     let (a, _b) = pair();

@@ -569,6 +569,17 @@ impl TcpStream {
 
     /// One write attempt under the lock, as [`try_read`](Self::try_read).
     pub(super) fn try_write<'a>(&'a self, g: MutexGuard<'a, Inner>, buf: &[u8], blocking: bool) -> Attempt<'a> {
+        self.try_send(g, blocking, |stack, h| if buf.is_empty() { Ok(0) } else { stack.tcp_send(h, buf) })
+    }
+
+    /// [`try_write`](Self::try_write) with the stack's send call given: a copy from a
+    /// buffer, or bytes a `fill` writes into the send queue (`Stack::tcp_send_with`).
+    pub(super) fn try_send<'a>(
+        &'a self,
+        g: MutexGuard<'a, Inner>,
+        blocking: bool,
+        send: impl FnOnce(&mut crate::Stack, TcpHandle) -> Result<usize, Error>,
+    ) -> Attempt<'a> {
         let mut g = g;
         if g.closed {
             return Attempt::Done(Err(aborted()));
@@ -576,17 +587,14 @@ impl TcpStream {
         if self.write_shut.load(Ordering::Acquire) {
             return Attempt::Done(Err(io::Error::new(ErrorKind::BrokenPipe, "write after shutdown")));
         }
-        if buf.is_empty() {
-            return Attempt::Done(Ok(0));
-        }
-        Attempt::Done(match g.stack.tcp_send(self.h, buf) {
+        Attempt::Done(match send(&mut g.stack, self.h) {
             Ok(n) => {
                 drop(g);
                 // A blocking writer over the pipe sends what it queued itself (`push`).
-                if blocking {
-                    self.shared.push();
-                } else {
-                    self.shared.kick();
+                match (n, blocking) {
+                    (0, _) => {}
+                    (_, true) => self.shared.push(),
+                    (_, false) => self.shared.kick(),
                 }
                 Ok(n)
             }
@@ -601,11 +609,29 @@ impl TcpStream {
     }
 
     fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
+        self.send_impl(|stack, h| if buf.is_empty() { Ok(0) } else { stack.tcp_send(h, buf) })
+    }
+
+    /// Queue bytes that `fill` writes straight into the send queue's packet buffers,
+    /// waiting for send space as `write` does (the write timeout, non-blocking mode): the
+    /// zero-copy write of [`Stack::tcp_send_with`](crate::Stack::tcp_send_with), for a
+    /// splice that reads another socket or a file straight into them. `fill` gets free space
+    /// in a buffer and returns how many bytes it wrote there; it is called again while it
+    /// fills all it was given and there is room. Returns the bytes queued (0 if `fill`
+    /// wrote none). The lock on the stack is held while `fill` runs.
+    pub fn write_with(&self, mut fill: impl FnMut(&mut [u8]) -> usize) -> io::Result<usize> {
+        self.send_impl(|stack, h| stack.tcp_send_with(h, &mut fill))
+    }
+
+    fn send_impl(
+        &self,
+        mut send: impl FnMut(&mut crate::Stack, TcpHandle) -> Result<usize, Error>,
+    ) -> io::Result<usize> {
         let shared = &*self.shared;
         let mut call = Call::new(shared, self.deadline(&self.write_timeout), false, shared.app_run);
         let mut g = shared.lock();
         loop {
-            match self.try_write(g, buf, true) {
+            match self.try_send(g, true, &mut send) {
                 Attempt::Done(r) => return r,
                 Attempt::Blocked(held) => {
                     if self.nonblocking.load(Ordering::Relaxed) {

@@ -208,6 +208,22 @@ impl TcpStream {
         }
     }
 
+    /// Queue bytes that `fill` writes straight into the send queue's packet buffers,
+    /// without waiting: the zero-copy write of
+    /// [`Stack::tcp_send_with`](crate::Stack::tcp_send_with), for a splice that reads a
+    /// host socket straight into them (wait with [`writable`](Self::writable) first).
+    /// `fill` gets free space in a buffer and returns how many bytes it wrote there; it is
+    /// called again while it fills all it was given and there is room. Returns the bytes
+    /// queued (0 if `fill` wrote none), or `WouldBlock` if there is no room. The lock on
+    /// the stack is held while `fill` runs: keep it to one non-blocking read.
+    pub fn try_write_with(&self, mut fill: impl FnMut(&mut [u8]) -> usize) -> io::Result<usize> {
+        let inner = &self.inner;
+        match inner.try_send(inner.shared().lock(), false, |stack, h| stack.tcp_send_with(h, &mut fill)) {
+            Attempt::Done(r) => r,
+            Attempt::Blocked(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     fn poll_ready(&self, cx: &mut Context<'_>, write: bool) -> Poll<io::Result<()>> {
         let inner = &self.inner;
         match inner.ready(inner.shared().lock(), write) {
