@@ -8,15 +8,22 @@
 //! listed ports.
 //!
 //! The relay is built on the library's runtime and its tokio sockets
-//! (`ackclock::runtime::tokio`), as an embedder would build it: the runtime's protocol
-//! thread runs the stack over the device, and tokio tasks (on as many worker threads as
-//! cores) accept and splice. Every connection the stack accepts gets a task and a tokio
+//! (`ackclock::runtime::tokio`), as an embedder would build it: tokio tasks accept and
+//! splice, on one thread by default (`--workers`), which also receives the device's frames
+//! (`watch_device`), so that a frame is processed, copied or written to the host on the
+//! core that read it; the runtime's protocol thread keeps the timers. With `--workers N`
+//! above one, the tasks run on N threads and the protocol thread receives the frames.
+//! Every connection the stack accepts gets a task and a tokio
 //! `TcpStream` to `--to HOST:PORT`. Towards the host, the stack's received segments
 //! themselves go to the host socket, at most 64 KiB at a time, in one `writev(2)`
 //! (`read_bufs`: no copy in the relay; a deferred checksum is verified by a sum pass
-//! first). Towards the peer, one `read(2)` into a 64 KiB buffer, then the stack's copy
-//! into packet buffers with the checksum computed in it. The stack's socket buffers
-//! (`--buffer`, per direction) and those 64 KiB are the bound: the receive window closes
+//! first). Towards the peer, on an offload device with one worker, each non-blocking
+//! `read(2)` of the host socket goes straight into the stack's send queue
+//! (`try_write_with`; the device computes the checksum); otherwise one `read(2)` into a
+//! 64 KiB buffer, then the stack's copy into packet buffers with the checksum computed in
+//! it (without offload a send unit is one MSS, a read per segment; with more workers the
+//! read would hold the lock on the stack the protocol thread needs). The stack's socket
+//! buffers (`--buffer`, per direction) and those 64 KiB are the bound: the receive window closes
 //! while the host is slow, and the host socket is not read while the send queue is full, so
 //! a slow reader stalls its writer instead of growing memory.
 //! Half-close travels both ways: the peer's FIN becomes `shutdown(Write)` on the host socket
@@ -24,10 +31,12 @@
 //! the queued bytes. A reset on either side resets the other (RST from the stack,
 //! `set_zero_linger`; `SO_LINGER` 0 on the host socket), and so does a host that refuses.
 //!
-//! On the two-core machine this was measured on, the tasks on one core and the protocol
-//! thread on the other move about as much as the single-thread loop the relay had before
-//! with offloads, and more on a plain TUN, where the TUN's one `write(2)` per frame and the
-//! host sockets' calls now run in parallel (BENCHMARKS.md, "The relay on the tokio adapter").
+//! On the two-core machine this was measured on, one thread spends about half the CPU per
+//! GB of the tasks on their own core beside the protocol thread with offloads, and a
+//! third less on a plain TAP, where the segments written to the host were read from the
+//! device on the other core; throughput is level or higher, and on a plain TAP at least the
+//! single-thread loop the relay had before (BENCHMARKS.md, "The relay's tasks and frames on
+//! one thread").
 //!
 //! SIGINT/SIGTERM end it: open connections are reset both ways, and byte counts, per
 //! connection and in total, are printed (`--json`: one JSON object as the last line of
@@ -79,6 +88,12 @@ pub struct RelayArgs {
     /// times as long (Linux conntrack: 30 and 120).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     udp_timeout: u64,
+    /// tokio worker threads for the relay's tasks. With 1 (the default) they and the
+    /// device's frames share one thread, and the rest of the machine's cores are left to
+    /// the applications; with more, the runtime's protocol thread receives the frames and
+    /// the tasks run on N threads.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
     /// Connections the stack holds at most (default 4096).
     #[arg(long, value_name = "N", value_parser = crate::link::parse_max_connections)]
     pub(crate) max_connections: Option<usize>,
@@ -215,6 +230,10 @@ impl Report {
 /// What every task of the relay shares.
 struct Relay {
     to: SocketAddr,
+    /// The host's bytes are read straight into the stack's send queue (`pump_into`), where
+    /// a send unit is large (segmentation offload) and the lock on the stack is not
+    /// contended (one worker thread); otherwise through a 64 KiB copy.
+    read_into_stack: bool,
     report: Mutex<Report>,
     /// Set once to stop: every connection is reset both ways and reports.
     stop: tokio::sync::watch::Receiver<bool>,
@@ -252,7 +271,7 @@ async fn connection(id: u64, mut inside: TcpStream, relay: Arc<Relay>) {
     let mut host = None;
     let mut stop = relay.stop.clone();
     let end = tokio::select! {
-        e = splice(&mut inside, relay.to, &mut host, &mut up, &mut down) => e,
+        e = splice(&mut inside, &relay, &mut host, &mut up, &mut down) => e,
         _ = stop.wait_for(|s| *s) => End::Exit,
     };
     // Release both sides as `end` says: a reset where the other side failed or at exit
@@ -279,12 +298,12 @@ async fn connection(id: u64, mut inside: TcpStream, relay: Arc<Relay>) {
 /// fails. The host socket is left in `host`, for the caller to close or reset.
 async fn splice(
     inside: &mut TcpStream,
-    to: SocketAddr,
+    relay: &Relay,
     host: &mut Option<tokio::net::TcpStream>,
     up: &mut u64,
     down: &mut u64,
 ) -> End {
-    let h = match tokio::net::TcpStream::connect(to).await {
+    let h = match tokio::net::TcpStream::connect(relay.to).await {
         Ok(h) => host.insert(h),
         Err(e) => return End::Connect(e),
     };
@@ -294,10 +313,52 @@ async fn splice(
     let inside: &TcpStream = inside;
     let mut to_peer = inside;
     let peer_to_host = pump_segments(inside, &mut to_host, up);
-    let host_to_peer = pump(&mut from_host, &mut to_peer, down, End::Host, End::Peer);
+    let host_to_peer = async {
+        match relay.read_into_stack {
+            true => pump_into(from_host.as_ref(), inside, down).await,
+            false => pump(&mut from_host, &mut to_peer, down, End::Host, End::Peer).await,
+        }
+    };
     match tokio::try_join!(peer_to_host, host_to_peer) {
         Ok(_) => End::Closed,
         Err(end) => end,
+    }
+}
+
+/// The host's bytes to the peer without a copy of the relay's own: each non-blocking read
+/// of the host socket goes straight into the stack's send queue (`try_write_with`), so the
+/// kernel's copy out of the socket is the only one. At the host's end of stream, the
+/// stack's FIN after the queued bytes. An error names its side.
+async fn pump_into(from: &tokio::net::TcpStream, to: &TcpStream, moved: &mut u64) -> Result<(), End> {
+    use tokio::io::AsyncWriteExt;
+    loop {
+        from.readable().await.map_err(End::Host)?;
+        to.writable().await.map_err(End::Peer)?;
+        // What the last read said, besides bytes: end of stream, or an error.
+        let mut end = None;
+        let queued = to.try_write_with(|space| match from.try_read(space) {
+            Ok(0) => {
+                end = Some(Ok(()));
+                0
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => {
+                end = Some(Err(e));
+                0
+            }
+        });
+        match queued {
+            Ok(n) => *moved += n as u64,
+            // The room went between `writable` and the write (a packet buffer): wait again.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(End::Peer(e)),
+        }
+        match end {
+            None => {}
+            Some(Ok(())) => return (&mut &*to).shutdown().await.map_err(End::Peer),
+            Some(Err(e)) => return Err(End::Host(e)),
+        }
     }
 }
 
@@ -413,11 +474,23 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     let _ = io::stdout().flush();
 
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let relay = Arc::new(Relay { to, report: Mutex::new(Report::default()), stop });
-    let tasks = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("tokio: {e}"))?;
+    let read_into_stack = mode == "offload" && args.workers == 1;
+    let relay = Arc::new(Relay { to, read_into_stack, report: Mutex::new(Report::default()), stop });
+    let tasks = match args.workers {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        n => tokio::runtime::Builder::new_multi_thread().worker_threads(n.into()).enable_all().build(),
+    }
+    .map_err(|e| format!("tokio: {e}"))?;
     tasks.block_on(async {
         for l in listeners {
             tokio::spawn(accept_loop(l, relay.clone()));
+        }
+        // One worker: the device's frames are processed on it, beside the tasks that read
+        // them (`watch_device`). With more, the protocol thread receives them.
+        if args.workers == 1 {
+            if let Some(w) = ackclock::runtime::tokio::watch_device(&rt) {
+                tokio::spawn(w);
+            }
         }
         udp.start();
         let mut heap = HeapTrim::default();

@@ -78,6 +78,18 @@ fn json_u64(text: &str, after: &str, key: &str) -> Option<u64> {
 /// curl in the namespace -> relay -> http.server on host loopback: a 10 MB file, hashed,
 /// on two listening ports; the relay's JSON report counts the bytes.
 fn curl_10mb(mode: Mode) {
+    curl_10mb_with(mode, &[]);
+}
+both_modes!(curl_10mb_via_host_loopback, curl_10mb);
+
+/// The same with the relay's tasks on two tokio workers, where the protocol thread receives
+/// the frames (with one, the default, the tasks' thread does).
+fn curl_10mb_two_workers(mode: Mode) {
+    curl_10mb_with(mode, &["--workers", "2"]);
+}
+both_modes!(curl_10mb_on_two_workers, curl_10mb_two_workers);
+
+fn curl_10mb_with(mode: Mode, extra: &[&str]) {
     if skip(&["curl", "python3", "timeout"]) {
         return;
     }
@@ -86,7 +98,8 @@ fn curl_10mb(mode: Mode) {
     let want = random_file(&dir.0, "f.bin", n, 0x5eed);
     let (_server, port) = host_http_server(&dir.0);
     let mut ns = NetNs::new();
-    let mut relay = relay(&mut ns, mode, port, &["--listen", "80,8080", "--json"]);
+    let args = [&["--listen", "80,8080", "--json"], extra].concat();
+    let mut relay = relay(&mut ns, mode, port, &args);
     for url in [format!("http://{STACK_ADDR}/f.bin"), format!("http://{STACK_ADDR}:8080/f.bin")] {
         curl_file(&ns, &url, 120, n, &want);
     }
@@ -102,7 +115,6 @@ fn curl_10mb(mode: Mode) {
     assert!(json.matches("\"end\":\"closed\"").count() == 2, "{json}");
     assert!(err.contains("-> 10.77.0.2:80:") && err.contains("-> 10.77.0.2:8080:"), "per-connection lines:\n{err}");
 }
-both_modes!(curl_10mb_via_host_loopback, curl_10mb);
 
 /// tun2socks-style: with `--listen any` the relay takes connections to any address and
 /// port routed into the TAP. The namespace routes 198.18.0.0/15 (the benchmarking range,
