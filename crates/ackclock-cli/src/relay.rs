@@ -34,8 +34,8 @@
 //! `set_zero_linger`; `SO_LINGER` 0 on the host socket), and so does a host that refuses.
 //!
 //! On the two-core machine this was measured on, one thread spends about half the CPU per
-//! GB of the tasks on their own core beside the protocol thread with offloads, and a
-//! third less on a plain TAP, where the segments written to the host were read from the
+//! GB of the tasks on their own core beside the protocol thread with offloads at one
+//! stream, and a third less on a plain TAP, where the segments written to the host were read from the
 //! device on the other core; throughput is level or higher, and on a plain TAP at least the
 //! single-thread loop the relay had before (BENCHMARKS.md, "The relay's tasks and frames on
 //! one thread").
