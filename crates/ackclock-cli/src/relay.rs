@@ -8,37 +8,38 @@
 //! listed ports.
 //!
 //! The relay is built on the library's runtime and its tokio sockets
-//! (`ackclock::runtime::tokio`), as an embedder would build it: tokio tasks accept and
-//! splice, on one thread by default (`--workers`), which also receives the device's frames
-//! (`watch_device`), so that a frame is processed, copied or written to the host on the
-//! core that read it; the runtime's protocol thread keeps the timers. With `--workers N`
-//! above one, the tasks run on N threads and the protocol thread receives the frames.
-//! Every connection the stack accepts gets a task and a tokio
-//! `TcpStream` to `--to HOST:PORT`. Towards the host, on an offload device, the stack's
-//! received segments themselves go to the host socket, at most 64 KiB at a time, in one
-//! `writev(2)` (`read_bufs`: no copy in the relay); on a plain device they are 1448-byte
-//! segments with deferred checksums, and the stack's copy into a 64 KiB buffer, checksum
-//! verified in it, then one `write(2)` costs less than a sum pass and a vectored write of
-//! some 45 pieces. Towards the peer, on an offload device with one worker, each non-blocking
-//! `read(2)` of the host socket goes straight into the stack's send queue
-//! (`try_write_with`; the device computes the checksum); otherwise one `read(2)` into a
-//! 64 KiB buffer, then the stack's copy into packet buffers with the checksum computed in
-//! it (without offload a send unit is one MSS, a read per segment; with more workers the
-//! read would hold the lock on the stack the protocol thread needs). The stack's socket
-//! buffers (`--buffer`, per direction) and those 64 KiB are the bound: the receive window closes
-//! while the host is slow, and the host socket is not read while the send queue is full, so
-//! a slow reader stalls its writer instead of growing memory.
+//! (`ackclock::runtime::tokio`), as an embedder would build it: tokio tasks accept and splice,
+//! on one thread by default (`--workers`), which also receives the device's frames
+//! (`watch_device`), so that a frame is processed, copied or written to the host on the core
+//! that read it; the runtime's protocol thread keeps the timers. With `--workers N` above one,
+//! the tasks run on N threads and the protocol thread receives the frames.
+//!
+//! Every connection the stack accepts gets a task and a tokio `TcpStream` to `--to HOST:PORT`.
+//! Towards the host, on an offload device, the stack's received segments themselves go to the
+//! host socket, at most 64 KiB at a time, in one `writev(2)` (`read_bufs`: no copy in the
+//! relay); on a plain device they are 1448-byte segments with deferred checksums, and the
+//! stack's copy into a 64 KiB buffer, checksum verified in it, then one `write(2)` costs less
+//! than a sum pass and a vectored write of some 45 pieces. Towards the peer, on an offload
+//! device with one worker, each non-blocking `read(2)` of the host socket goes straight into
+//! the stack's send queue (`try_write_with`; the device computes the checksum); otherwise one
+//! `read(2)` into a 64 KiB buffer, then the stack's copy into packet buffers with the checksum
+//! computed in it (without offload a send unit is one MSS, a read per segment; with more
+//! workers the read would hold the lock on the stack the protocol thread needs). The stack's
+//! socket buffers (`--buffer`, per direction) and those 64 KiB are the bound: the receive
+//! window closes while the host is slow, and the host socket is not read while the send queue
+//! is full, so a slow reader stalls its writer instead of growing memory.
+//!
 //! Half-close travels both ways: the peer's FIN becomes `shutdown(Write)` on the host socket
-//! once the bytes before it are written, and the host's EOF becomes the stack's FIN after
-//! the queued bytes. A reset on either side resets the other (RST from the stack,
+//! once the bytes before it are written, and the host's EOF becomes the stack's FIN after the
+//! queued bytes. A reset on either side resets the other (RST from the stack,
 //! `set_zero_linger`; `SO_LINGER` 0 on the host socket), and so does a host that refuses.
 //!
-//! On the two-core machine this was measured on, one thread spends about half the CPU per
-//! GB of the tasks on their own core beside the protocol thread with offloads at one
-//! stream, and a third less on a plain TAP, where the segments written to the host were read from the
-//! device on the other core; throughput is level or higher, and on a plain TAP at least the
-//! single-thread loop the relay had before (BENCHMARKS.md, "The relay's tasks and frames on
-//! one thread").
+//! On the two-core machine this was measured on, one thread spends about half the CPU per GB of
+//! the tasks on their own core beside the protocol thread with offloads at one stream, and a
+//! third less on a plain TAP, where the segments written to the host were read from the device
+//! on the other core; throughput is level or higher, and on a plain TAP at least the
+//! single-thread loop the relay had before (BENCHMARKS.md, "The relay's tasks and frames on one
+//! thread").
 //!
 //! SIGINT/SIGTERM end it: open connections are reset both ways, and byte counts, per
 //! connection and in total, are printed (`--json`: one JSON object as the last line of
