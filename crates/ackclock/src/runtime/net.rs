@@ -568,6 +568,7 @@ impl TcpStream {
     }
 
     /// One write attempt under the lock, as [`try_read`](Self::try_read).
+    #[cfg(feature = "tokio")]
     pub(super) fn try_write<'a>(&'a self, g: MutexGuard<'a, Inner>, buf: &[u8], blocking: bool) -> Attempt<'a> {
         self.try_send(g, blocking, |stack, h| if buf.is_empty() { Ok(0) } else { stack.tcp_send(h, buf) })
     }
