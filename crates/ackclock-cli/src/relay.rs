@@ -36,8 +36,8 @@
 //!
 //! On the two-core machine this was measured on, one thread spends about half the CPU per GB of
 //! the tasks on their own core beside the protocol thread with offloads at one stream, and a
-//! third less on a plain TAP, where the segments written to the host were read from the device
-//! on the other core; throughput is level or higher, and on a plain TAP at least the
+//! third less on a plain TAP's upload, where the segments written to the host were read from
+//! the device on the other core; throughput is level or higher, and on a plain TAP at least the
 //! single-thread loop the relay had before (BENCHMARKS.md, "The relay's tasks and frames on one
 //! thread").
 //!
@@ -238,8 +238,9 @@ struct Relay {
     /// costs less than a vectored write of 1448-byte segments and a sum pass over them.
     segments_to_host: bool,
     /// The host's bytes are read straight into the stack's send queue (`pump_into`), where
-    /// a send unit is large (segmentation offload) and the lock on the stack is not
-    /// contended (one worker thread); otherwise through a 64 KiB copy.
+    /// a send unit is large (segmentation offload) and the lock on the stack, held during
+    /// the read, is contended only by the protocol thread's timers and output rounds (one
+    /// worker thread); otherwise through a 64 KiB copy.
     read_into_stack: bool,
     report: Mutex<Report>,
     /// Set once to stop: every connection is reset both ways and reports.
@@ -525,6 +526,10 @@ fn relay(args: RelayArgs) -> Result<(), String> {
         }
         udp.stop();
     });
+    // The tasks go first: on one worker, the device's watch is one of them, and only its
+    // drop hands the device back to the protocol thread for the linger below (the tasks
+    // of a current-thread runtime do not run outside `block_on`).
+    drop(tasks);
     let (u, udp_open) = udp.stats();
     drop(udp);
     // Every socket is closed or reset: the last round sends what is left, then the device
@@ -538,7 +543,6 @@ fn relay(args: RelayArgs) -> Result<(), String> {
     });
     let mut rt = rt;
     rt.shutdown_linger(std::time::Duration::from_millis(500));
-    drop(tasks);
     link.dev = rt.take_device().ok_or("the runtime did not give the device back")?;
     link.report_errors("ackclock relay");
     let mut report = std::mem::take(&mut *relay.report.lock().unwrap_or_else(|e| e.into_inner()));
