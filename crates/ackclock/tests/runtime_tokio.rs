@@ -111,7 +111,7 @@ async fn try_write_with_queues_what_the_fill_writes() {
     let client = async {
         let s = TcpStream::connect(&a, b_at(9)).await.unwrap();
         assert_eq!(s.try_write_with(|_| 0).unwrap(), 0, "a fill that writes nothing");
-        let (mut at, mut would_block) = (0, 0);
+        let (mut at, mut would_block, mut largest) = (0, 0, 0);
         while at < data.len() {
             // At most 1000 bytes a call to the fill: it is called again while it fills
             // what it is given.
@@ -123,7 +123,10 @@ async fn try_write_with_queues_what_the_fill_writes() {
                 at += n;
                 n
             }) {
-                Ok(n) => assert!(n > 0 && calls > 0),
+                Ok(n) => {
+                    assert!(n > 0 && calls > 0);
+                    largest = largest.max(n);
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     assert_eq!(calls, 0, "no room: the fill is not called");
                     would_block += 1;
@@ -135,6 +138,7 @@ async fn try_write_with_queues_what_the_fill_writes() {
         let mut s = s;
         s.shutdown().await.unwrap();
         assert!(would_block > 0, "the send buffer never filled");
+        assert!(largest > 1000, "the fill was never called again within one call");
     };
     let (got, ()) = tokio::join!(server, client);
     assert!(got == data, "bytes differ ({} of {})", got.len(), data.len());

@@ -619,7 +619,9 @@ impl TcpStream {
     /// splice that reads another socket or a file straight into them. `fill` gets free space
     /// in a buffer and returns how many bytes it wrote there; it is called again while it
     /// fills all it was given and there is room. Returns the bytes queued (0 if `fill`
-    /// wrote none). The lock on the stack is held while `fill` runs.
+    /// wrote none). The lock on the stack is held while `fill` runs, so `fill` must not
+    /// block: a read that waits stalls every socket of the runtime, and one that waits for
+    /// bytes through this runtime never ends.
     pub fn write_with(&self, mut fill: impl FnMut(&mut [u8]) -> usize) -> io::Result<usize> {
         self.send_impl(|stack, h| stack.tcp_send_with(h, &mut fill))
     }
