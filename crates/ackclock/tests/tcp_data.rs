@@ -135,6 +135,25 @@ fn bulk_send_is_segmented_at_the_effective_mss() {
     assert_eq!(t.stack.tcp_info(c).unwrap().flight, 0);
 }
 
+/// A send of no bytes queues nothing and returns 0 at once, even with the send buffer full
+/// (`send(2)` of no bytes), where a send of one byte would block; after the peer's RST it
+/// gives the connection's error like any send.
+#[test]
+fn an_empty_send_returns_zero_even_with_the_send_buffer_full() {
+    let (mut t, c) = established(tcp_config(), seg("S").win(0).mss(1460).ts(1000, 0));
+    let data = stream(1 << 20, 1);
+    let mut queued = 0;
+    while let Ok(n) = t.stack.tcp_send(c, &data) {
+        queued += n;
+    }
+    assert!(queued > 0);
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::WouldBlock));
+    assert_eq!(t.stack.tcp_send(c, &[]), Ok(0));
+    assert_eq!(t.stack.tcp_send(c, b"x"), Err(Error::WouldBlock), "nothing was queued");
+    t.inject(10, seg("R").seq(P));
+    assert_eq!(t.stack.tcp_send(c, &[]), Err(Error::Reset));
+}
+
 /// RFC 6928 / RFC 5681 §3.1: the first flight is at most IW = 10 segments, whatever the
 /// peer's window; RFC 9293 §3.8.6.2.1: it is also bounded by the peer's window, and sender
 /// SWS avoidance sends no runt into what is left of it.

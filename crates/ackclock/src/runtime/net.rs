@@ -570,7 +570,7 @@ impl TcpStream {
     /// One write attempt under the lock, as [`try_read`](Self::try_read).
     #[cfg(feature = "tokio")]
     pub(super) fn try_write<'a>(&'a self, g: MutexGuard<'a, Inner>, buf: &[u8], blocking: bool) -> Attempt<'a> {
-        self.try_send(g, blocking, |stack, h| if buf.is_empty() { Ok(0) } else { stack.tcp_send(h, buf) })
+        self.try_send(g, blocking, |stack, h| stack.tcp_send(h, buf))
     }
 
     /// [`try_write`](Self::try_write) with the stack's send call given: a copy from a
@@ -610,7 +610,7 @@ impl TcpStream {
     }
 
     fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
-        self.send_impl(|stack, h| if buf.is_empty() { Ok(0) } else { stack.tcp_send(h, buf) })
+        self.send_impl(|stack, h| stack.tcp_send(h, buf))
     }
 
     /// Queue bytes that `fill` writes straight into the send queue's packet buffers,

@@ -261,7 +261,9 @@ impl Stack {
         Ok(self.handle(idx))
     }
 
-    /// Queue bytes; returns how many were taken (up to the free send buffer).
+    /// Queue bytes; returns how many were taken (up to the free send buffer). No bytes
+    /// return `Ok(0)` at once, even with the send buffer full, once the connection may send
+    /// (as `send(2)` of no bytes); before, or after an error, the same error as any send.
     pub fn tcp_send(&mut self, h: TcpHandle, data: &[u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
         Ok(self.tcp.send(idx, data, &self.pool)?)

@@ -218,6 +218,10 @@ impl Tcp {
             State::SynSent | State::SynReceived => return Err(RequestError::WouldBlock),
             _ => return Err(RequestError::NotConnected),
         }
+        // Nothing to queue is not a full buffer: `send(2)` of no bytes returns 0 at once.
+        if limit == 0 {
+            return Ok(0);
+        }
         let mut room = send_room(tcb);
         if room == 0 {
             return Err(RequestError::WouldBlock);
