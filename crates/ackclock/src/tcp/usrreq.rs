@@ -318,16 +318,11 @@ impl Tcp {
         io: Io<'_>,
         mut drain: impl FnMut(&[u8]) -> usize,
     ) -> Result<usize, RequestError> {
-        self.recv_with(
-            now,
-            idx,
-            io,
-            |src, unverified| match unverified {
-                Some(header_sum) if !input::payload_checks(header_sum, src) => Take::BadChecksum,
-                _ => Take::Bytes(drain(src)),
-            },
-            None,
-        )
+        let take = |src: &[u8], unverified| match checks(unverified, src) {
+            true => Take::Bytes(drain(src)),
+            false => Take::BadChecksum,
+        };
+        self.recv_with(now, idx, io, take, None)
     }
 
     /// Move whole received segments to `out` (`tcp_recv_bufs`), their buffers with them: at
@@ -347,10 +342,8 @@ impl Tcp {
             idx,
             io,
             |src, unverified| {
-                if let Some(header_sum) = unverified {
-                    if !input::payload_checks(header_sum, src) {
-                        return Take::BadChecksum;
-                    }
+                if !checks(unverified, src) {
+                    return Take::BadChecksum;
                 }
                 if taken > 0 && taken + src.len() > max {
                     return Take::Bytes(0);
@@ -639,4 +632,11 @@ impl Tcp {
             }
         }
     }
+}
+
+/// Whether a segment's bytes may go to the caller as they are: its checksum was verified on
+/// arrival, or its deferred one (`unverified`: the pseudo-header's and header's sum) checks
+/// now, in a pass of its own.
+fn checks(unverified: Option<u16>, src: &[u8]) -> bool {
+    unverified.is_none_or(|header_sum| input::payload_checks(header_sum, src))
 }
