@@ -20,6 +20,7 @@
 
 mod chain;
 mod pool;
+mod shares;
 pub(crate) mod sync;
 
 pub use chain::FreeChain;
@@ -27,6 +28,7 @@ pub use pool::{
     small_class_config, Pool, PoolConfig, PoolConfigError, PoolExhausted, DEFAULT_BUFFER_SIZE, DEFAULT_HEADROOM,
     SMALL_CLASS_ABOVE,
 };
+pub use shares::{Runs, Shares};
 
 use crate::wire::checksum;
 use core::fmt;

@@ -48,6 +48,7 @@ pub(crate) mod recovery;
 pub mod rtt;
 pub(crate) mod rxq;
 pub mod seq;
+pub(crate) mod sndq;
 pub mod stats;
 pub(crate) mod syncookie;
 pub(crate) mod table;

@@ -11,30 +11,15 @@ use super::header::{is_plain, prepend_frame, prepend_tcp, Hdr};
 use super::input::{verify_pending, Segment};
 use super::recovery;
 use super::seq::SeqNumber;
+use super::sndq::{index_of, slice_sent, split_front, unshare};
 use super::stats::DropReason;
-use super::tcb::{FourTuple, State, Tcb, TxSeg};
+use super::tcb::{FourTuple, State, Tcb};
 use crate::buf::{Flags, PBuf};
 use crate::iface::{push, CachedHop, NextHop};
 use crate::wire::{checksum, IpProtocol, SackBlocks, TcpFlags};
 
 /// How soon output starved of buffers tries again.
 const RETRY_INTERVAL: crate::time::Duration = crate::time::Duration::from_millis(10);
-
-/// Index of the send-queue segment holding `seq` (the queue length if past the data).
-pub(crate) fn index_of(tcb: &Tcb, seq: SeqNumber) -> usize {
-    // The queue is contiguous in sequence space: binary search on segment starts.
-    let q = &tcb.sndq;
-    let (mut lo, mut hi) = (0, q.len());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if q[mid].end() <= seq {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
 
 /// Send what the connection may send now: SYN or SYN-ACK, data within the windows, FIN,
 /// and a pure ACK or window update if one is owed and nothing else carried it.
@@ -742,72 +727,6 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Opt
     tcb.stats.segs_out += pieces as u64 - 1;
     env.counters.segs_out += pieces as u64 - 1;
     true
-}
-
-/// After segment `idx` went out as one offload frame, cut its queue entry into MSS-sized
-/// entries that share the buffer read-only (a reference each, no copy). From here on the
-/// scoreboard, ACKs and retransmissions see ordinary segments, as Linux's
-/// `tcp_fragment` leaves them; a retransmitted piece gets a buffer of its own then
-/// ([`unshare`]). Returns the number of entries.
-fn slice_sent(tcb: &mut Tcb, idx: usize, mss: u32) -> usize {
-    let seg = &tcb.sndq[idx];
-    let (seq, len, sent, sent_at) = (seg.seq, seg.len(), seg.sent, seg.sent_at);
-    let pieces = len.div_ceil(mss) as usize;
-    for k in 1..pieces as u32 {
-        let mut buf = tcb.sndq[idx].buf.share();
-        let off = k * mss;
-        // Cannot fail: both stay inside the view.
-        let _ = buf.trim_front(off as usize);
-        let _ = buf.truncate(mss.min(len - off) as usize);
-        let piece = TxSeg { seq: seq + off, buf, sent, sent_at, sacked: false };
-        tcb.sndq.insert(idx + k as usize, piece);
-    }
-    let _ = tcb.sndq[idx].buf.truncate(mss as usize);
-    pieces
-}
-
-/// Give segment `idx` a buffer of its own (copy of the payload) because the old one is
-/// still held elsewhere.
-fn unshare(env: &mut Env, tcb: &mut Tcb, idx: usize) -> bool {
-    let Ok(mut fresh) = env.pool.alloc() else {
-        env.counters.drop(DropReason::NoBuffer);
-        return false;
-    };
-    let seg = &mut tcb.sndq[idx];
-    if fresh.append_copy_sum(seg.buf.data()).is_err() {
-        env.counters.drop(DropReason::NoBuffer);
-        return false;
-    }
-    seg.buf = fresh;
-    env.counters.tx_copies += 1;
-    true
-}
-
-/// Split send-queue segment `idx` after its first `n` bytes: the front moves to a new
-/// buffer (summed during the copy), the back keeps the old one with its cached sum
-/// adjusted arithmetically. Used to send part of a segment into a small window.
-pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) -> Result<(), ()> {
-    let Ok(mut front) = env.pool.alloc() else {
-        env.counters.drop(DropReason::NoBuffer);
-        return Err(());
-    };
-    let seg = &mut tcb.sndq[idx];
-    if n == 0 || n >= seg.buf.len() {
-        return Err(());
-    }
-    let Ok(front_sum) = front.append_copy_sum(&seg.buf.data()[..n]) else {
-        env.counters.drop(DropReason::NoBuffer);
-        return Err(());
-    };
-    if seg.buf.trim_front_summed(n, front_sum).is_err() {
-        return Err(());
-    }
-    env.counters.tx_splits += 1;
-    let seq = seg.seq;
-    seg.seq = seq + n as u32;
-    let new = TxSeg { seq, buf: front, sent: seg.sent, sent_at: seg.sent_at, sacked: false };
-    tcb.sndq.insert(idx, new);
-    Ok(())
 }
 
 /// Hand a finished TCP segment that nothing retains to the interface. Returns whether it

@@ -168,7 +168,7 @@ pub(crate) fn update_scoreboard(
         if let (Some(u), true) = (tcb.undo.as_mut(), tcb.recovery.is_some()) {
             u.fack = u.fack.max(r);
         }
-        let first = super::output::index_of(tcb, l);
+        let first = super::sndq::index_of(tcb, l);
         for s in tcb.sndq.iter_mut().skip(first) {
             if s.seq >= r {
                 break;
@@ -212,7 +212,7 @@ fn claim_dsack(tcb: &mut Tcb, l: SeqNumber, r: SeqNumber) -> bool {
     };
     let above = if r > tcb.snd_una {
         let from = if l > tcb.snd_una { l } else { tcb.snd_una };
-        let first = super::output::index_of(tcb, from);
+        let first = super::sndq::index_of(tcb, from);
         let mut last = first;
         for s in tcb.sndq.iter().skip(first) {
             if s.seq >= r {
@@ -280,7 +280,7 @@ pub(crate) struct Board {
 pub(crate) fn scan(tcb: &Tcb, rec: &Recovery) -> Board {
     let smss = tcb.eff_mss as u32;
     let thresh = tcb.reordering as u32;
-    let sent_end = super::output::index_of(tcb, tcb.snd_max).min(tcb.sndq.len());
+    let sent_end = super::sndq::index_of(tcb, tcb.snd_max).min(tcb.sndq.len());
     let (mut sacked_segs, mut sacked_bytes) = (0u32, 0u32);
     let mut b = Board::default();
     for i in (0..sent_end).rev() {
@@ -330,7 +330,7 @@ pub(crate) fn enter(env: &mut Env, tcb: &mut Tcb) {
     let fack = tcb.sndq.iter().rev().find(|s| s.sacked).map_or(tcb.snd_una, |s| s.end());
     // Retransmissions of an earlier episode still out count as this one's: a D-SACK for one
     // of them lies above the marker too.
-    let sent_end = super::output::index_of(tcb, tcb.snd_max).min(tcb.sndq.len());
+    let sent_end = super::sndq::index_of(tcb, tcb.snd_max).min(tcb.sndq.len());
     let out = tcb.sndq.iter().take(sent_end).filter(|s| s.sent > 1 && !s.sacked).count() as u32;
     tcb.undo = Some(Undo { marker: tcb.snd_una, sent: out, unproven: out, first: None, eifel: None, fack });
     let sack = tcb.sack_enabled;

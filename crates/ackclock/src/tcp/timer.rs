@@ -6,6 +6,7 @@ use super::env::Env;
 use super::input::Outcome;
 use super::output;
 use super::recovery;
+use super::sndq;
 use super::tcb::{ConnError, State, Tcb};
 use crate::wire::TcpFlags;
 
@@ -109,7 +110,7 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             // then the receiver reneged and every mark goes.
             recovery::clear_if_reneged(tcb);
             tcb.snd_nxt = tcb.snd_una;
-            tcb.snd_nxt_idx = output::index_of(tcb, tcb.snd_una);
+            tcb.snd_nxt_idx = sndq::index_of(tcb, tcb.snd_una);
         }
     }
     // RFC 9293 §3.10.8 / Linux `tcp_clamp_rto_to_user_timeout`: the user timeout is kept
@@ -153,7 +154,7 @@ fn persist(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     if usable > 0 {
         // Override sender SWS avoidance: send what the window takes.
         let n = usable as usize;
-        if n < tcb.sndq[idx].buf.len() && output::split_front(env, tcb, idx, n).is_err() {
+        if n < tcb.sndq[idx].buf.len() && sndq::split_front(env, tcb, idx, n).is_err() {
             tcb.timers.persist.set(env.now + output::persist_interval(tcb));
             return Outcome::Keep;
         }

@@ -3,6 +3,7 @@
 //! the window's growth (one call per ACK, or one per merged run of pure ACKs), and the
 //! retransmission timer.
 
+use crate::buf::Runs;
 use crate::tcp::cc::{Ack, Acks};
 use crate::tcp::env::Env;
 use crate::tcp::recovery;
@@ -79,17 +80,19 @@ pub(crate) fn ack_release_by(
     tcb.snd_una = ack;
     if tcb.snd_nxt < tcb.snd_una {
         tcb.snd_nxt = tcb.snd_una;
-        tcb.snd_nxt_idx = super::output::index_of(tcb, tcb.snd_nxt);
+        tcb.snd_nxt_idx = crate::tcp::sndq::index_of(tcb, tcb.snd_nxt);
     }
     tcb.stats.bytes_acked += data_acked as u64;
     tcb.retries = 0;
     (data_acked, sample)
 }
 
-/// Release the segments `ack` acknowledges whole, one at a time: their pbufs go back to
-/// the pool here.
+/// Release the segments `ack` acknowledges whole: their pbufs go back to the pool here.
+/// The pieces of one sent offload unit share a buffer, and give up their references with
+/// one atomic step per buffer ([`Runs`]).
 #[inline(always)]
 pub(crate) fn release_each(tcb: &mut Tcb, ack: SeqNumber) {
+    let mut runs = Runs::new();
     while let Some(front) = tcb.sndq.front() {
         if front.end() <= ack {
             if let Some(s) = tcb.sndq.pop_front() {
@@ -97,12 +100,14 @@ pub(crate) fn release_each(tcb: &mut Tcb, ack: SeqNumber) {
                 if s.sent > 1 {
                     recovery::note_rxt_acked(tcb, s.seq, s.end());
                 }
+                drop(runs.put(s.buf));
             }
             tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(1);
         } else {
             break;
         }
     }
+    drop(runs.finish());
 }
 
 /// Outside recovery: the duplicate-ACK count resets and the congestion window grows.
