@@ -322,6 +322,9 @@ pub(crate) struct Shared {
     watch_fd: Option<RawFd>,
     /// Which thread watches the device (`watch`).
     watch: Watch,
+    /// The task watching the device, for the calls of tasks on its thread.
+    #[cfg(feature = "tokio")]
+    task_watch: tokio::TaskWatch,
     /// The monotonic clock at the stack's epoch: every round's and every sleep's time.
     clock: Clock,
     /// Armed by an application thread's round that set a timer earlier than `sleep_until`.
@@ -513,15 +516,27 @@ impl Shared {
         self.bell.ring();
     }
 
+    /// [`kick`](Self::kick) for a task's non-blocking call: the device's watching task
+    /// sends the output if it runs on this thread (`tokio::TaskWatch`).
+    fn kick_from_task(&self) {
+        #[cfg(feature = "tokio")]
+        if self.task_watch.owe() {
+            return;
+        }
+        self.kick();
+    }
+
     /// A reader's window-update request for `slot`: run the round here (`direct`: a blocking
     /// reader, when application threads run rounds), leave it to the output the reader owes
     /// (`direct` over a watched device), or ring for one.
-    fn post_window_update(&self, slot: u32, direct: bool) {
+    fn post_window_update(&self, slot: u32, direct: bool, task: bool) {
         // Over a watched device the request waits for the output the reader owes, or the
         // next round (`watch`, "Window updates").
         if self.requests.post(slot) && !(direct && self.watch_fd.is_some()) {
             if direct {
                 self.push();
+            } else if task {
+                self.kick_from_task();
             } else {
                 self.kick();
             }
@@ -579,6 +594,8 @@ impl Runtime {
             sleep_until: sync::AtomicU64::new(AWAKE),
             watch_fd: device_fd.filter(|_| config.tap_rounds == TapRounds::Watch),
             watch: Watch::new(),
+            #[cfg(feature = "tokio")]
+            task_watch: Default::default(),
             clock,
             timer: sys::TimerFd::new()?,
             stopping: AtomicBool::new(false),

@@ -509,7 +509,7 @@ impl TcpStream {
                         OWED.set(shared as *const Shared as usize);
                     } else {
                         drop(g);
-                        shared.post_window_update(self.slot, wait_reply && shared.app_run);
+                        shared.post_window_update(self.slot, wait_reply && shared.app_run, !wait_reply);
                     }
                 }
                 Ok(n)
@@ -595,7 +595,7 @@ impl TcpStream {
                 match (n, blocking) {
                     (0, _) => {}
                     (_, true) => self.shared.push(),
-                    (_, false) => self.shared.kick(),
+                    (_, false) => self.shared.kick_from_task(),
                 }
                 Ok(n)
             }

@@ -430,6 +430,91 @@ impl UdpSocket {
     }
 }
 
+/// The task that watches the device ([`watch_device`]), as the tasks on its thread see it.
+///
+/// A write or a read's window-update request from such a task owes output. Ringing for it
+/// would wake the protocol thread, whose round then reads the device too: the frames would
+/// go back to the other core, and the next write would ring again (`ackclock serve`'s
+/// chargen on a plain TUN ran 19,617 rounds there against 3,440 in the watcher). Instead the
+/// call marks the output owed and wakes the watcher, which sends it when next polled, after
+/// the calling task yields: one output half for all the calls the tasks made meanwhile, on
+/// the thread that made them. Only for tasks on the watcher's thread (a call on another
+/// thread rings as before), and only for calls that do not then wait for the output
+/// (tokio's non-blocking calls): a blocking call on the watcher's thread would wait for a
+/// watcher that cannot run.
+#[derive(Debug, Default)]
+pub(super) struct TaskWatch {
+    /// The watcher's thread ([`thread_token`]), 0 without a watcher.
+    thread: std::sync::atomic::AtomicUsize,
+    /// Output owed by calls since the watcher last sent.
+    owed: std::sync::atomic::AtomicBool,
+    /// The watcher's id and waker, as of its last poll.
+    waker: std::sync::Mutex<Option<(u64, std::task::Waker)>>,
+}
+
+/// A token of the calling thread: the address of a thread-local, distinct for every live
+/// thread.
+fn thread_token() -> usize {
+    std::thread_local!(static TOKEN: u8 = const { 0 });
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+impl TaskWatch {
+    /// A task's call owes output: `true` if the watcher takes it (it runs on this thread),
+    /// else the caller rings as before.
+    pub(super) fn owe(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.thread.load(Ordering::Acquire) != thread_token() {
+            return false;
+        }
+        if self.owed.swap(true, Ordering::AcqRel) {
+            // Owed already: the watcher was woken for it.
+            return true;
+        }
+        match &*super::lock(&self.waker) {
+            Some((_, w)) => {
+                w.wake_by_ref();
+                true
+            }
+            None => {
+                self.owed.store(false, Ordering::Release);
+                false
+            }
+        }
+    }
+
+    /// The watcher `id` is being polled on this thread, woken by `waker`.
+    fn polled(&self, id: u64, waker: &std::task::Waker) {
+        use std::sync::atomic::Ordering;
+        let mut w = super::lock(&self.waker);
+        match &mut *w {
+            Some((i, old)) if *i == id && old.will_wake(waker) => {}
+            _ => *w = Some((id, waker.clone())),
+        }
+        drop(w);
+        self.thread.store(thread_token(), Ordering::Release);
+    }
+
+    /// Take the owed output (the caller sends it now): whether there was any.
+    fn take_owed(&self) -> bool {
+        self.owed.swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// The watcher `id` ends: forget it if it is the one calls see. `true`: output was owed
+    /// to it, and the caller must ring for it.
+    fn gone(&self, id: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        let mut w = super::lock(&self.waker);
+        if !matches!(&*w, Some((i, _)) if *i == id) {
+            return false;
+        }
+        self.thread.store(0, Ordering::Release);
+        *w = None;
+        drop(w);
+        self.take_owed()
+    }
+}
+
 /// A task that watches the device for the runtime (see [`watch_device`]).
 struct DeviceWatch {
     shared: std::sync::Arc<super::Shared>,
@@ -442,6 +527,9 @@ impl Drop for DeviceWatch {
     /// blocked watcher's call ends.
     fn drop(&mut self) {
         self.shared.lock().device_watchers.retain(|(id, _)| *id != self.id);
+        if self.shared.task_watch.gone(self.id) {
+            self.shared.bell.ring();
+        }
         if self.shared.watch.release(self.id) {
             self.shared.maybe_hand_off();
         }
@@ -490,7 +578,8 @@ pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io
             // The role again, each time: a blocked thread of the same runtime may have
             // taken it meanwhile (and given it back, handing off to the protocol thread).
             shared.watch.take(watch.id);
-            // Frames, or the runtime stopping (`Runtime::shutdown` wakes the watchers).
+            // Frames, output owed by the tasks of this thread (`TaskWatch`), or the runtime
+            // stopping (`Runtime::shutdown` wakes the watchers).
             let ready = poll_fn(|cx| {
                 let mut g = shared.lock();
                 if g.closed {
@@ -503,11 +592,22 @@ pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io
                     None => g.device_watchers.push((watch.id, cx.waker().clone())),
                 }
                 drop(g);
-                afd.poll_read_ready(cx).map(Some)
+                shared.task_watch.polled(watch.id, cx.waker());
+                if let Poll::Ready(r) = afd.poll_read_ready(cx) {
+                    return Poll::Ready(Some(r.map(Some)));
+                }
+                if shared.task_watch.take_owed() {
+                    return Poll::Ready(Some(Ok(None)));
+                }
+                Poll::Pending
             })
             .await;
             let Some(ready) = ready else { return Ok(()) };
-            let mut ready = ready?;
+            let Some(mut ready) = ready? else {
+                // Only output owed: no frames to read.
+                shared.push_output();
+                continue;
+            };
             shared.watch_rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Present while its round's two halves run: rings (a woken task's write, or
             // its read's window update) are answered by this task's output half instead
@@ -519,6 +619,8 @@ pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io
             ready.clear_ready();
             if owed {
                 ::tokio::task::yield_now().await;
+                // What the woken tasks' calls owed goes with this output half.
+                shared.task_watch.take_owed();
                 shared.push_output();
             }
             drop(presence);
