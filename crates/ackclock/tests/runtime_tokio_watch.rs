@@ -16,7 +16,7 @@ mod common;
 use ackclock::buf::DEFAULT_HEADROOM;
 use ackclock::phy::TapMode;
 use ackclock::runtime::tokio::{watch_device, TcpListener};
-use ackclock::runtime::RuntimeConfig;
+use ackclock::runtime::{Runtime, RuntimeConfig};
 use common::clients::ECHO_CLIENT;
 use common::link_runtime::{link_runtime, STACK_ADDR};
 use common::netns::{skip, NetNs};
@@ -36,10 +36,8 @@ fn echo_through(ns: &NetNs, n: usize) {
     assert!(out.status.success() && text.trim() == want, "echo: {text}{}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn watched(mode: TapMode) {
-    if skip(&["python3"]) {
-        return;
-    }
+/// A namespace with a TAP in `mode`, and a runtime over it listening on the echo port.
+fn echo_setup(mode: TapMode) -> (NetNs, Runtime, TcpListener) {
     let mut ns = NetNs::new();
     let offload = mode == TapMode::Offload;
     let tune = |sc: &mut ackclock::StackConfig| {
@@ -47,10 +45,13 @@ fn watched(mode: TapMode) {
             sc.pool.buffer_size = 64 * 1024 + DEFAULT_HEADROOM;
         }
     };
-    let mut rt = link_runtime(&mut ns, mode, false, tune, RuntimeConfig::default());
+    let rt = link_runtime(&mut ns, mode, false, tune, RuntimeConfig::default());
     let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
-    let tasks = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let watcher = tasks.spawn(watch_device(&rt).expect("a TAP can be watched by a task"));
+    (ns, rt, listener)
+}
+
+/// Echo every connection `listener` accepts, a task each (spawned on `tasks`).
+fn spawn_echo(tasks: &tokio::runtime::Runtime, listener: TcpListener) {
     tasks.spawn(async move {
         while let Ok((s, _)) = listener.accept().await {
             tokio::spawn(async move {
@@ -60,6 +61,16 @@ fn watched(mode: TapMode) {
             });
         }
     });
+}
+
+fn watched(mode: TapMode) {
+    if skip(&["python3"]) {
+        return;
+    }
+    let (ns, mut rt, listener) = echo_setup(mode);
+    let tasks = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let watcher = tasks.spawn(watch_device(&rt).expect("a TAP can be watched by a task"));
+    spawn_echo(&tasks, listener);
 
     echo_through(&ns, 8 << 20);
     let s = rt.stats();
@@ -101,26 +112,10 @@ fn output_on_the_watchers_thread(mode: TapMode) {
     if skip(&["python3"]) {
         return;
     }
-    let mut ns = NetNs::new();
-    let offload = mode == TapMode::Offload;
-    let tune = |sc: &mut ackclock::StackConfig| {
-        if offload {
-            sc.pool.buffer_size = 64 * 1024 + DEFAULT_HEADROOM;
-        }
-    };
-    let rt = link_runtime(&mut ns, mode, false, tune, RuntimeConfig::default());
-    let listener = TcpListener::bind(&rt, SocketAddrV4::new(STACK_ADDR, 7)).expect("bind");
+    let (ns, rt, listener) = echo_setup(mode);
     let tasks = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     tasks.spawn(watch_device(&rt).expect("a TAP can be watched by a task"));
-    tasks.spawn(async move {
-        while let Ok((s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (mut r, mut w) = tokio::io::split(s);
-                let _ = tokio::io::copy_buf(&mut tokio::io::BufReader::with_capacity(1 << 16, &mut r), &mut w).await;
-                let _ = tokio::io::AsyncWriteExt::shutdown(&mut w).await;
-            });
-        }
-    });
+    spawn_echo(&tasks, listener);
     // The tasks run while the client does (a thread of the test blocks on it).
     let before = rt.stats();
     let client = std::thread::spawn(move || {

@@ -551,6 +551,11 @@ impl Drop for DeviceWatch {
 /// windows those copies opened. If the task stops being polled, frames wait for it, as
 /// any tokio socket's would; when it is dropped, the protocol thread watches again.
 ///
+/// The output that tasks on the watcher's thread owe outside its rounds (a write, a read's
+/// window update) is sent by the watcher too, when it is next polled after they yield: one
+/// output half for all of them, on their thread, instead of a round on the protocol thread
+/// per call.
+///
 /// `None` over a device without a descriptor (the in-memory pipe), or when
 /// [`RuntimeConfig::tap_rounds`](super::RuntimeConfig::tap_rounds) is not `Watch`. The
 /// future ends when the runtime stops. It holds a duplicate of the device's descriptor
