@@ -107,7 +107,7 @@ fn a_task_watches_an_offload_tap() {
 /// The tasks' writes and window updates owe output; on the watcher's thread the watcher
 /// sends it (`TaskWatch`) instead of ringing the protocol thread, whose round would read
 /// the device as well and keep the rounds there (before: 19,617 of 20,156 rounds of a
-/// plain-TUN chargen ran on the protocol thread).
+/// plain-TUN chargen ran on the protocol thread; here, 234 of 355 for the plain TAP).
 fn output_on_the_watchers_thread(mode: TapMode) {
     if skip(&["python3"]) {
         return;
@@ -131,7 +131,10 @@ fn output_on_the_watchers_thread(mode: TapMode) {
     let s = rt.stats();
     let (all, app) = (s.rounds - before.rounds, s.app_rounds - before.app_rounds);
     assert!(all > 100, "rounds ran: {s:?}");
-    assert!(all - app < all / 4, "{} of {all} rounds on the protocol thread: {s:?}", all - app);
+    // The protocol thread still runs its timers and the owed output's backstop (output-only
+    // rounds, at most one per `OWED_BACKSTOP`): under half the rounds, where ringing it for
+    // every call ran two thirds there.
+    assert!(all - app < all / 2, "{} of {all} rounds on the protocol thread: {s:?}", all - app);
     drop(tasks);
     drop(rt);
     drop(ns);
@@ -145,4 +148,40 @@ fn a_plain_taps_output_goes_with_the_watcher_on_the_tasks_thread() {
 #[test]
 fn an_offload_taps_output_goes_with_the_watcher_on_the_tasks_thread() {
     output_on_the_watchers_thread(TapMode::Offload)
+}
+
+/// Output owed to a watcher that nothing polls any more still leaves: the tokio runtime's
+/// `block_on` returns right after a write on the watcher's thread, and nothing polls the
+/// watcher again; the protocol thread sends the data (at the backstop's deadline, or at its
+/// own next wake-up if that comes first: the test asserts no timing), and the peer reads it.
+#[test]
+fn output_owed_to_a_watcher_nobody_polls_still_leaves() {
+    if skip(&["python3"]) {
+        return;
+    }
+    let (ns, rt, listener) = echo_setup(TapMode::Plain);
+    let tasks = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    tasks.spawn(watch_device(&rt).expect("a TAP can be watched by a task"));
+    let reader = ns
+        .command(30, "python3")
+        .args([
+            "-c",
+            "import socket,sys; s=socket.create_connection((sys.argv[1], 7), timeout=10); \
+             b=b''\nwhile len(b) < 5:\n    c=s.recv(5 - len(b))\n    if not c: break\n    b+=c\nprint(b.decode())",
+            &STACK_ADDR.to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let stream = tasks.block_on(async {
+        let (s, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept()).await.expect("accepted").unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut &s, b"hello").await.unwrap();
+        s
+    });
+    // Nothing polls the tasks from here on.
+    let out = reader.wait_with_output().expect("python3");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello");
+    drop(stream);
+    drop(tasks);
+    drop(rt);
 }

@@ -11,6 +11,10 @@
 
 use super::PBuf;
 use core::mem::ManuallyDrop;
+
+/// The most references a buffer may have through [`PBuf::shares`] (as `Arc`'s limit, half
+/// the count's range).
+const MAX_REFS: u32 = u32::MAX / 2;
 use core::sync::atomic::Ordering;
 
 /// `n` new read-only handles to a buffer, whose references were counted together
@@ -27,13 +31,19 @@ pub struct Shares {
 impl PBuf {
     /// `n` more read-only handles to this buffer, each with a copy of this view and
     /// metadata, as `n` calls of [`share`](Self::share) would make, with one atomic addition.
+    /// Aborts the process if the buffer's count would pass `u32::MAX / 2`.
     pub fn shares(&self, n: u32) -> Shares {
         if n == 0 {
             // Nothing counted: the prototype holds no reference, and is forgotten.
             return Shares { proto: ManuallyDrop::new(self.alias()), left: 0 };
         }
         // Relaxed, as `share`: the new handles derive from a live one.
-        self.inner().refcnt[self.index as usize].fetch_add(n, Ordering::Relaxed);
+        let old = self.inner().refcnt[self.index as usize].fetch_add(n, Ordering::Relaxed);
+        // The handles come out one at a time, so a count that wrapped would cost no memory
+        // first: abort as `Arc` does on overflow, rather than free a buffer still in use.
+        if old.checked_add(n).is_none_or(|c| c > MAX_REFS) {
+            std::process::abort();
+        }
         Shares { proto: ManuallyDrop::new(self.alias()), left: n }
     }
 

@@ -520,8 +520,15 @@ impl Shared {
     /// sends the output if it runs on this thread (`tokio::TaskWatch`).
     fn kick_from_task(&self) {
         #[cfg(feature = "tokio")]
-        if self.task_watch.owe() {
-            return;
+        match self.task_watch.owe() {
+            tokio::Owed::First => {
+                // The backstop, should nothing poll the watcher (`tokio::TaskWatch`).
+                let now = self.clock.now();
+                self.lower_deadline(now.plus_nanos(tokio::OWED_BACKSTOP.as_nanos() as u64), now);
+                return;
+            }
+            tokio::Owed::Again => return,
+            tokio::Owed::No => {}
         }
         self.kick();
     }
@@ -763,7 +770,21 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, mut idle: Opti
         // one (`more` included) and fires the timers due meanwhile, so this thread goes to
         // sleep rather than loop on what that thread's rounds left: looping here while it
         // runs was a busy loop of eventfd and timerfd reads.
-        let ran = shared.run_rounds(false);
+        // While a task watches the device, the rounds here begin with the output only:
+        // they fire the timers and send what is pending, and read the device only if a
+        // round is wanted after that (`tokio::TaskWatch`).
+        #[cfg(feature = "tokio")]
+        let first = if shared.task_watch.watching() {
+            // This round (or the one running now, which ends with an output) sends what the
+            // tasks owe the watcher: a call after this owes anew, and sets the backstop again.
+            shared.task_watch.take_owed();
+            rounds::Part::Output
+        } else {
+            rounds::Part::Whole
+        };
+        #[cfg(not(feature = "tokio"))]
+        let first = rounds::Part::Whole;
+        let ran = shared.run_rounds_first(first);
         if !ran && shared.watch_fd.is_some() {
             // Application threads watch the device: the runner reads it in one more round,
             // and every runner is inside a call or watching, so the last to leave hands the

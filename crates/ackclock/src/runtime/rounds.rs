@@ -358,6 +358,12 @@ impl Shared {
         self.run_rounds_with(app, Part::Whole, Part::Whole).is_some()
     }
 
+    /// The protocol thread's [`run_rounds`](Self::run_rounds), the first round only the
+    /// part `first` says.
+    pub(super) fn run_rounds_first(&self, first: Part) -> bool {
+        self.run_rounds_with(false, first, Part::Whole).is_some()
+    }
+
     /// [`run_rounds`](Self::run_rounds), the first round only the part `part` says, the
     /// others the part `then` says. `None` if another thread runs rounds, else whether a
     /// held round left its connection's output pending (the caller owes it).

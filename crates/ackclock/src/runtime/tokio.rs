@@ -441,7 +441,13 @@ impl UdpSocket {
 /// the thread that made them. Only for tasks on the watcher's thread (a call on another
 /// thread rings as before), and only for calls that do not then wait for the output
 /// (tokio's non-blocking calls): a blocking call on the watcher's thread would wait for a
-/// watcher that cannot run.
+/// watcher that cannot run. A backstop bounds the wait when nothing polls the watcher (the
+/// thread's `block_on` returned right after the call, or it blocks on something else): the
+/// first owed call lowers the protocol thread's deadline to [`OWED_BACKSTOP`] from now, and
+/// the protocol thread's round then sends what is still pending. While a task watches, the
+/// protocol thread's rounds begin with the output only and read the device only if a round
+/// is wanted after it, so these wake-ups (at most one per backstop interval) do not take
+/// the frames from the watcher.
 #[derive(Debug, Default)]
 pub(super) struct TaskWatch {
     /// The watcher's thread ([`thread_token`]), 0 without a watcher.
@@ -452,6 +458,10 @@ pub(super) struct TaskWatch {
     waker: std::sync::Mutex<Option<(u64, std::task::Waker)>>,
 }
 
+/// How long output owed to the watching task may wait for it before the protocol thread
+/// sends it (see [`TaskWatch`]).
+pub(super) const OWED_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// A token of the calling thread: the address of a thread-local, distinct for every live
 /// thread.
 fn thread_token() -> usize {
@@ -459,31 +469,42 @@ fn thread_token() -> usize {
     TOKEN.with(|t| t as *const u8 as usize)
 }
 
+/// What [`TaskWatch::owe`] did with a call's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Owed {
+    /// Not taken (no watcher on this thread): ring as before.
+    No,
+    /// Taken, the first since the watcher last sent: the caller sets the backstop.
+    First,
+    /// Taken, owed already.
+    Again,
+}
+
 impl TaskWatch {
-    /// A task's call owes output: `true` if the watcher takes it (it runs on this thread),
-    /// else the caller rings as before.
-    pub(super) fn owe(&self) -> bool {
+    /// A task's call owes output: the watcher takes it if it runs on this thread.
+    pub(super) fn owe(&self) -> Owed {
         use std::sync::atomic::Ordering;
         if self.thread.load(Ordering::Acquire) != thread_token() {
-            return false;
+            return Owed::No;
         }
         if self.owed.swap(true, Ordering::AcqRel) {
             // Owed already: the watcher was woken for it.
-            return true;
+            return Owed::Again;
         }
         match &*super::lock(&self.waker) {
             Some((_, w)) => {
                 w.wake_by_ref();
-                true
+                Owed::First
             }
             None => {
                 self.owed.store(false, Ordering::Release);
-                false
+                Owed::No
             }
         }
     }
 
-    /// The watcher `id` is being polled on this thread, woken by `waker`.
+    /// The watcher `id` is being polled on this thread, woken by `waker`. The thread is
+    /// published with the waker, under its lock, so that calls see one watcher's pair.
     fn polled(&self, id: u64, waker: &std::task::Waker) {
         use std::sync::atomic::Ordering;
         let mut w = super::lock(&self.waker);
@@ -491,12 +512,18 @@ impl TaskWatch {
             Some((i, old)) if *i == id && old.will_wake(waker) => {}
             _ => *w = Some((id, waker.clone())),
         }
-        drop(w);
         self.thread.store(thread_token(), Ordering::Release);
     }
 
-    /// Take the owed output (the caller sends it now): whether there was any.
-    fn take_owed(&self) -> bool {
+    /// Whether a task watches the device: the protocol thread's rounds then begin with the
+    /// output only, leaving the frames to it.
+    pub(super) fn watching(&self) -> bool {
+        self.thread.load(std::sync::atomic::Ordering::Acquire) != 0
+    }
+
+    /// Take the owed output (the caller sends it now): whether there was any. Taken before
+    /// the round that sends it, so that a call after that round's output owes anew.
+    pub(super) fn take_owed(&self) -> bool {
         self.owed.swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
@@ -554,7 +581,7 @@ impl Drop for DeviceWatch {
 /// The output that tasks on the watcher's thread owe outside its rounds (a write, a read's
 /// window update) is sent by the watcher too, when it is next polled after they yield: one
 /// output half for all of them, on their thread, instead of a round on the protocol thread
-/// per call.
+/// per call. If nothing polls the watcher, the protocol thread sends it within 10 ms.
 ///
 /// `None` over a device without a descriptor (the in-memory pipe), or when
 /// [`RuntimeConfig::tap_rounds`](super::RuntimeConfig::tap_rounds) is not `Watch`. The
