@@ -114,13 +114,10 @@ impl core::fmt::Debug for FreeChain {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::pool;
     use super::super::{Pool, PoolConfig};
     use super::*;
     use std::sync::atomic::Ordering;
-
-    fn pool(n: usize) -> Pool {
-        Pool::new(PoolConfig { buffers: n, buffer_size: 256, headroom: 64 }).unwrap()
-    }
 
     /// Chained buffers are neither in use nor available until the flush, which returns them
     /// all; then they are handed out again, most recently put first, each exactly once.

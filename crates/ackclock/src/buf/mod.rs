@@ -28,7 +28,7 @@ pub use pool::{
     small_class_config, Pool, PoolConfig, PoolConfigError, PoolExhausted, DEFAULT_BUFFER_SIZE, DEFAULT_HEADROOM,
     SMALL_CLASS_ABOVE,
 };
-pub use shares::{Runs, Shares};
+pub use shares::Shares;
 
 use crate::wire::checksum;
 use core::fmt;
@@ -261,7 +261,7 @@ impl PBuf {
         // Relaxed, as for `Arc::clone`: the new handle is derived from a live one. The pool
         // is not counted again: it lives while the buffer is out.
         self.inner().refcnt[self.index as usize].fetch_add(1, Ordering::Relaxed);
-        PBuf { home: self.home, index: self.index, head: self.head, len: self.len, meta: self.meta }
+        self.alias()
     }
 
     /// Length of the data.
@@ -471,7 +471,8 @@ impl fmt::Debug for PBuf {
 mod tests {
     use super::*;
 
-    fn pool(n: usize) -> Pool {
+    /// A small pool for the buffer module's tests.
+    pub(super) fn pool(n: usize) -> Pool {
         Pool::new(PoolConfig { buffers: n, buffer_size: 256, headroom: 64 }).unwrap()
     }
 

@@ -1,21 +1,22 @@
 //! Many handles to one buffer, counted with one atomic step instead of one per handle.
 //!
 //! A sent offload unit (up to 64 KiB) is cut into MSS-sized views of its one buffer, about
-//! 45 handles, and those handles are given up one after another when the ACKs cover them. A
-//! locked read-modify-write per handle was most of the cost of both steps in a profile of
-//! the relay's download (the `lock incl` of [`PBuf::share`] under 70% of the segment
-//! slicing's samples, the `lock decl` of the drop over 60% of the ACK path's release).
-//! [`Shares`] takes all the new references with one addition; [`Runs`] gives up
-//! consecutive handles to one buffer with one subtraction. The counts stay exact at every
-//! point a handle can be observed: a handle is never out without its reference counted.
+//! 45 handles. A locked read-modify-write per handle was most of the cost of the cut in a
+//! profile of the relay's download (the `lock incl` of [`PBuf::share`] under 70% of the
+//! segment slicing's samples). [`Shares`] takes all the new references with one addition.
+//! The counts stay exact at every point a handle can be observed: a handle is never out
+//! without its reference counted. (Giving the pieces back in runs, one subtraction per
+//! buffer, was measured too and not kept: on the receive path's pure ACKs, whose segments
+//! each have their own buffer, the run's bookkeeping cost 45 instructions an ACK,
+//! `scripts/callgrind-rxpath`.)
 
 use super::PBuf;
 use core::mem::ManuallyDrop;
+use core::sync::atomic::Ordering;
 
 /// The most references a buffer may have through [`PBuf::shares`] (as `Arc`'s limit, half
 /// the count's range).
 const MAX_REFS: u32 = u32::MAX / 2;
-use core::sync::atomic::Ordering;
 
 /// `n` new read-only handles to a buffer, whose references were counted together
 /// ([`PBuf::shares`]). Each [`next`](Iterator::next) hands one out; the references of the
@@ -48,14 +49,9 @@ impl PBuf {
     }
 
     /// Another handle to this buffer without counting it: the caller has counted it.
-    fn alias(&self) -> PBuf {
-        PBuf { home: self.home, index: self.index, head: self.head, len: self.len, meta: self.meta }
-    }
-
-    /// Whether `other` is a handle to the same buffer.
     #[inline]
-    fn same_buffer(&self, other: &PBuf) -> bool {
-        self.index == other.index && self.home == other.home
+    pub(super) fn alias(&self) -> PBuf {
+        PBuf { home: self.home, index: self.index, head: self.head, len: self.len, meta: self.meta }
     }
 }
 
@@ -97,75 +93,9 @@ impl Drop for Shares {
     }
 }
 
-/// Handles given up one after another, whose consecutive handles to one buffer give up
-/// their references with one atomic subtraction: the MSS-sized pieces of one offload unit
-/// that an ACK covers. Each [`put`](Self::put) that ends a run returns that run's last
-/// handle, holding the run's last reference, for the caller to drop or put into a
-/// [`FreeChain`](super::FreeChain); [`finish`](Self::finish) returns the last run's.
-/// Dropped unfinished, the last run is released as a drop would.
-#[derive(Debug, Default)]
-pub struct Runs {
-    /// The run's first handle, standing for the run.
-    held: Option<PBuf>,
-    /// Handles of the same buffer put after it, whose references are still counted.
-    more: u32,
-}
-
-impl Runs {
-    /// No run yet.
-    pub const fn new() -> Runs {
-        Runs { held: None, more: 0 }
-    }
-
-    /// Give up `buf`. `Some`: it began a new run, and the previous run's references but one
-    /// are given up; the returned handle holds that one.
-    #[inline]
-    pub fn put(&mut self, buf: PBuf) -> Option<PBuf> {
-        if let Some(held) = &self.held {
-            if held.same_buffer(&buf) {
-                // Its reference stays counted until the run ends.
-                core::mem::forget(buf);
-                self.more += 1;
-                return None;
-            }
-        }
-        let done = self.settle();
-        self.held = Some(buf);
-        done
-    }
-
-    /// End the last run: its handle, holding its last reference, if there was one.
-    #[inline]
-    pub fn finish(&mut self) -> Option<PBuf> {
-        self.settle()
-    }
-
-    /// The current run's references but one given up with one subtraction (Release, as a
-    /// drop: the count stays positive, since the returned handle holds one).
-    #[inline]
-    fn settle(&mut self) -> Option<PBuf> {
-        let held = self.held.take()?;
-        if self.more > 0 {
-            held.inner().refcnt[held.index as usize].fetch_sub(self.more, Ordering::Release);
-            self.more = 0;
-        }
-        Some(held)
-    }
-}
-
-impl Drop for Runs {
-    fn drop(&mut self) {
-        drop(self.settle());
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use crate::buf::{FreeChain, Pool, PoolConfig};
-
-    fn pool(n: usize) -> Pool {
-        Pool::new(PoolConfig { buffers: n, buffer_size: 256, headroom: 64 }).unwrap()
-    }
+    use crate::buf::tests::pool;
 
     #[test]
     fn shares_count_each_handle_and_the_buffer_returns_after_the_last() {
@@ -201,50 +131,6 @@ mod tests {
         assert!(b.shares(0).next().is_none());
         assert!(b.is_unique());
         drop(b);
-        assert_eq!(p.available(), 1);
-    }
-
-    #[test]
-    fn runs_release_each_buffer_once_its_last_handle_is_put() {
-        let p = pool(3);
-        let (a, b, c) = (p.alloc().unwrap(), p.alloc().unwrap(), p.alloc().unwrap());
-        // Handles in the order a send queue frees them: a a a b c c, with one handle of
-        // c still held elsewhere.
-        let mut order: Vec<_> = a.shares(2).collect();
-        order.insert(0, a);
-        order.push(b);
-        let keep = c.share();
-        order.extend(c.shares(1));
-        order.push(c);
-        let mut runs = crate::buf::Runs::new();
-        let mut chain = FreeChain::new();
-        for h in order {
-            if let Some(done) = runs.put(h) {
-                chain.put(done);
-            }
-        }
-        if let Some(done) = runs.finish() {
-            chain.put(done);
-        }
-        assert!(runs.finish().is_none());
-        assert_eq!(chain.len(), 2, "a and b free; c is still held");
-        chain.flush();
-        assert_eq!(p.available(), 2);
-        assert!(keep.is_unique());
-        drop(keep);
-        assert_eq!(p.available(), 3);
-    }
-
-    #[test]
-    fn runs_dropped_unfinished_release_the_last_run() {
-        let p = pool(1);
-        let a = p.alloc().unwrap();
-        let mut runs = crate::buf::Runs::new();
-        for h in a.shares(4) {
-            assert!(runs.put(h).is_none());
-        }
-        assert!(runs.put(a).is_none());
-        drop(runs);
         assert_eq!(p.available(), 1);
     }
 }

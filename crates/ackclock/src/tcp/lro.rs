@@ -67,7 +67,7 @@ use super::tcb::Tcb;
 #[cfg(test)]
 use super::tcb::TxSeg;
 use super::{DropReason, Io, Tcp};
-use crate::buf::{FreeChain, PBuf, Runs};
+use crate::buf::{FreeChain, PBuf};
 use crate::iface::TcpIngress;
 use crate::stats::Counters;
 use crate::time::Instant;
@@ -577,13 +577,11 @@ fn merged_ack(
 }
 
 /// The segments `ack` acknowledges whole leave the send queue, their pbufs back to the pool
-/// together, in one compare-and-swap ([`FreeChain`]), the pieces of one offload unit with
-/// one reference-count step ([`Runs`]): what `ack_release` does one compare-and-swap at a
-/// time, for the many segments of a merged ACK.
+/// together, in one compare-and-swap ([`FreeChain`]): what `ack_release` does one segment
+/// and one compare-and-swap at a time, for the many segments of a merged ACK.
 #[inline(always)]
 fn release_counted(tcb: &mut Tcb, ack: SeqNumber) {
     let mut chain = FreeChain::new();
-    let mut runs = Runs::new();
     let (mut k, mut freed) = (0, 0);
     while tcb.sndq.front().is_some_and(|s| s.end() <= ack) {
         let Some(s) = tcb.sndq.pop_front() else { break };
@@ -592,12 +590,7 @@ fn release_counted(tcb: &mut Tcb, ack: SeqNumber) {
         if s.sent > 1 {
             recovery::note_rxt_acked(tcb, s.seq, s.end());
         }
-        if let Some(done) = runs.put(s.buf) {
-            chain.put(done);
-        }
-    }
-    if let Some(done) = runs.finish() {
-        chain.put(done);
+        chain.put(s.buf);
     }
     tcb.snd_queued -= freed;
     tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(k);

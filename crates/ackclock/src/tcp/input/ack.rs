@@ -3,7 +3,6 @@
 //! the window's growth (one call per ACK, or one per merged run of pure ACKs), and the
 //! retransmission timer.
 
-use crate::buf::Runs;
 use crate::tcp::cc::{Ack, Acks};
 use crate::tcp::env::Env;
 use crate::tcp::recovery;
@@ -87,12 +86,10 @@ pub(crate) fn ack_release_by(
     (data_acked, sample)
 }
 
-/// Release the segments `ack` acknowledges whole: their pbufs go back to the pool here.
-/// The pieces of one sent offload unit share a buffer, and give up their references with
-/// one atomic step per buffer ([`Runs`]).
+/// Release the segments `ack` acknowledges whole, one at a time: their pbufs go back to
+/// the pool here.
 #[inline(always)]
 pub(crate) fn release_each(tcb: &mut Tcb, ack: SeqNumber) {
-    let mut runs = Runs::new();
     while let Some(front) = tcb.sndq.front() {
         if front.end() <= ack {
             if let Some(s) = tcb.sndq.pop_front() {
@@ -100,14 +97,12 @@ pub(crate) fn release_each(tcb: &mut Tcb, ack: SeqNumber) {
                 if s.sent > 1 {
                     recovery::note_rxt_acked(tcb, s.seq, s.end());
                 }
-                drop(runs.put(s.buf));
             }
             tcb.snd_nxt_idx = tcb.snd_nxt_idx.saturating_sub(1);
         } else {
             break;
         }
     }
-    drop(runs.finish());
 }
 
 /// Outside recovery: the duplicate-ACK count resets and the congestion window grows.
