@@ -516,6 +516,19 @@ impl Shared {
         self.bell.ring();
     }
 
+    /// How the protocol thread's rounds begin: with the output only while a task watches the
+    /// device (`tokio::TaskWatch`), else whole. The owed output is taken first: this round,
+    /// or the one running now (which ends with an output), sends it, and a call after this
+    /// owes anew and sets the backstop again.
+    fn protocol_first_part(&self) -> rounds::Part {
+        #[cfg(feature = "tokio")]
+        if self.task_watch.watching() {
+            self.task_watch.take_owed();
+            return rounds::Part::Output;
+        }
+        rounds::Part::Whole
+    }
+
     /// [`kick`](Self::kick) for a task's non-blocking call: the device's watching task
     /// sends the output if it runs on this thread (`tokio::TaskWatch`).
     fn kick_from_task(&self) {
@@ -533,19 +546,19 @@ impl Shared {
         self.kick();
     }
 
-    /// A reader's window-update request for `slot`: run the round here (`direct`: a blocking
-    /// reader, when application threads run rounds), leave it to the output the reader owes
-    /// (`direct` over a watched device), or ring for one.
-    fn post_window_update(&self, slot: u32, direct: bool, task: bool) {
+    /// A reader's window-update request for `slot`: a blocking reader (`blocking`) runs the
+    /// round here when application threads run rounds, or leaves it to the output it owes
+    /// over a watched device; a task's non-blocking read leaves it to the device's watcher
+    /// on its thread, or rings for one (`kick_from_task`).
+    fn post_window_update(&self, slot: u32, blocking: bool) {
+        let direct = blocking && self.app_run;
         // Over a watched device the request waits for the output the reader owes, or the
         // next round (`watch`, "Window updates").
         if self.requests.post(slot) && !(direct && self.watch_fd.is_some()) {
-            if direct {
-                self.push();
-            } else if task {
-                self.kick_from_task();
-            } else {
-                self.kick();
+            match (direct, blocking) {
+                (true, _) => self.push(),
+                (false, false) => self.kick_from_task(),
+                (false, true) => self.kick(),
             }
         }
     }
@@ -773,18 +786,7 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, mut idle: Opti
         // While a task watches the device, the rounds here begin with the output only:
         // they fire the timers and send what is pending, and read the device only if a
         // round is wanted after that (`tokio::TaskWatch`).
-        #[cfg(feature = "tokio")]
-        let first = if shared.task_watch.watching() {
-            // This round (or the one running now, which ends with an output) sends what the
-            // tasks owe the watcher: a call after this owes anew, and sets the backstop again.
-            shared.task_watch.take_owed();
-            rounds::Part::Output
-        } else {
-            rounds::Part::Whole
-        };
-        #[cfg(not(feature = "tokio"))]
-        let first = rounds::Part::Whole;
-        let ran = shared.run_rounds_first(first);
+        let ran = shared.run_rounds_first(shared.protocol_first_part());
         if !ran && shared.watch_fd.is_some() {
             // Application threads watch the device: the runner reads it in one more round,
             // and every runner is inside a call or watching, so the last to leave hands the

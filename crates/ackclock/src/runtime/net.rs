@@ -509,7 +509,7 @@ impl TcpStream {
                         OWED.set(shared as *const Shared as usize);
                     } else {
                         drop(g);
-                        shared.post_window_update(self.slot, wait_reply && shared.app_run, !wait_reply);
+                        shared.post_window_update(self.slot, wait_reply);
                     }
                 }
                 Ok(n)

@@ -456,6 +456,9 @@ pub(super) struct TaskWatch {
     owed: std::sync::atomic::AtomicBool,
     /// The watcher's id and waker, as of its last poll.
     waker: std::sync::Mutex<Option<(u64, std::task::Waker)>>,
+    /// The id in `waker` (0: none), read without its lock: a watcher whose thread and waker
+    /// are published already skips the lock on its next poll.
+    owner: std::sync::atomic::AtomicU64,
 }
 
 /// How long output owed to the watching task may wait for it before the protocol thread
@@ -504,15 +507,24 @@ impl TaskWatch {
     }
 
     /// The watcher `id` is being polled on this thread, woken by `waker`. The thread is
-    /// published with the waker, under its lock, so that calls see one watcher's pair.
-    fn polled(&self, id: u64, waker: &std::task::Waker) {
+    /// published with the waker, under its lock, so that calls see one watcher's pair; on
+    /// the common poll, where this watcher published this thread and waker already
+    /// (`seen`, the watcher's own record), nothing is taken.
+    fn polled(&self, id: u64, waker: &std::task::Waker, seen: &mut Option<(usize, std::task::Waker)>) {
         use std::sync::atomic::Ordering;
-        let mut w = super::lock(&self.waker);
-        match &mut *w {
-            Some((i, old)) if *i == id && old.will_wake(waker) => {}
-            _ => *w = Some((id, waker.clone())),
+        let token = thread_token();
+        if self.owner.load(Ordering::Acquire) == id
+            && self.thread.load(Ordering::Acquire) == token
+            && seen.as_ref().is_some_and(|(t, w)| *t == token && w.will_wake(waker))
+        {
+            return;
         }
-        self.thread.store(thread_token(), Ordering::Release);
+        let mut w = super::lock(&self.waker);
+        *w = Some((id, waker.clone()));
+        self.owner.store(id, Ordering::Release);
+        self.thread.store(token, Ordering::Release);
+        drop(w);
+        *seen = Some((token, waker.clone()));
     }
 
     /// Whether a task watches the device: the protocol thread's rounds then begin with the
@@ -536,6 +548,7 @@ impl TaskWatch {
             return false;
         }
         self.thread.store(0, Ordering::Release);
+        self.owner.store(0, Ordering::Release);
         *w = None;
         drop(w);
         self.take_owed()
@@ -606,6 +619,8 @@ pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io
         let afd = unsafe { ::tokio::io::unix::AsyncFd::register_with_interest(fd?, readable)? };
         let watch = DeviceWatch { id: super::watch::next_id(), shared };
         let shared = &*watch.shared;
+        // The thread and waker this watcher published for the tasks' calls (`TaskWatch`).
+        let mut seen = None;
         loop {
             // The role again, each time: a blocked thread of the same runtime may have
             // taken it meanwhile (and given it back, handing off to the protocol thread).
@@ -624,7 +639,7 @@ pub fn watch_device(rt: &Runtime) -> Option<impl std::future::Future<Output = io
                     None => g.device_watchers.push((watch.id, cx.waker().clone())),
                 }
                 drop(g);
-                shared.task_watch.polled(watch.id, cx.waker());
+                shared.task_watch.polled(watch.id, cx.waker(), &mut seen);
                 if let Poll::Ready(r) = afd.poll_read_ready(cx) {
                     return Poll::Ready(Some(r.map(Some)));
                 }
