@@ -207,6 +207,9 @@ mod deadline_model;
 mod idle;
 mod listener;
 mod net;
+#[cfg(any(feature = "tokio", all(test, loom)))]
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+mod owed;
 mod rounds;
 mod stop;
 pub(crate) mod sync;
@@ -324,7 +327,7 @@ pub(crate) struct Shared {
     watch: Watch,
     /// The task watching the device, for the calls of tasks on its thread.
     #[cfg(feature = "tokio")]
-    task_watch: tokio::TaskWatch,
+    task_watch: owed::TaskWatch,
     /// The monotonic clock at the stack's epoch: every round's and every sleep's time.
     clock: Clock,
     /// Armed by an application thread's round that set a timer earlier than `sleep_until`.
@@ -517,7 +520,7 @@ impl Shared {
     }
 
     /// How the protocol thread's rounds begin: with the output only while a task watches the
-    /// device (`tokio::TaskWatch`), else whole. The owed output is taken first: this round,
+    /// device (`owed::TaskWatch`), else whole. The owed output is taken first: this round,
     /// or the one running now (which ends with an output), sends it, and a call after this
     /// owes anew and sets the backstop again.
     fn protocol_first_part(&self) -> rounds::Part {
@@ -530,18 +533,18 @@ impl Shared {
     }
 
     /// [`kick`](Self::kick) for a task's non-blocking call: the device's watching task
-    /// sends the output if it runs on this thread (`tokio::TaskWatch`).
+    /// sends the output if it runs on this thread (`owed::TaskWatch`).
     fn kick_from_task(&self) {
         #[cfg(feature = "tokio")]
         match self.task_watch.owe() {
-            tokio::Owed::First => {
-                // The backstop, should nothing poll the watcher (`tokio::TaskWatch`).
+            owed::Owed::First => {
+                // The backstop, should nothing poll the watcher (`owed::TaskWatch`).
                 let now = self.clock.now();
-                self.lower_deadline(now.plus_nanos(tokio::OWED_BACKSTOP.as_nanos() as u64), now);
+                self.lower_deadline(now.plus_nanos(owed::OWED_BACKSTOP.as_nanos() as u64), now);
                 return;
             }
-            tokio::Owed::Again => return,
-            tokio::Owed::No => {}
+            owed::Owed::Again => return,
+            owed::Owed::No => {}
         }
         self.kick();
     }
@@ -785,7 +788,7 @@ fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, mut idle: Opti
         // runs was a busy loop of eventfd and timerfd reads.
         // While a task watches the device, the rounds here begin with the output only:
         // they fire the timers and send what is pending, and read the device only if a
-        // round is wanted after that (`tokio::TaskWatch`).
+        // round is wanted after that (`owed::TaskWatch`).
         let ran = shared.run_rounds_first(shared.protocol_first_part());
         if !ran && shared.watch_fd.is_some() {
             // Application threads watch the device: the runner reads it in one more round,
