@@ -35,6 +35,13 @@
 //! and whichever of the two (the last owner, or the free that brings the last buffer home)
 //! sees that value frees the pool; the other never touches it again. Before that moment
 //! `given <= taken < BIAS`, so no free can mistake it.
+//!
+//! **Untouched until used.** A buffer that was never allocated is on neither list: the
+//! allocating end hands out `fresh`, `fresh + 1`, ... only when both lists are empty, and its
+//! link and count live in zero-filled memory no one writes before. So a pool of 32,768
+//! buffers costs, until the load needs them, the address space of its buffers and of its
+//! 8 bytes per buffer of links and counts, and the memory of the buffers in use: the pool a
+//! relay sizes for its busiest moment no longer costs 256 KiB of RAM at start.
 
 use super::sync::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use super::PBuf;
@@ -191,6 +198,8 @@ struct TakeEnd {
     head: AtomicU64,
     /// Buffers taken since the pool was made.
     taken: AtomicU64,
+    /// Buffers `fresh..count` were never taken, and are on no list.
+    fresh: AtomicU32,
 }
 
 /// The freeing end: buffers freed since an allocation last took them, and the count freed.
@@ -239,9 +248,9 @@ impl Pool {
         let total = size.checked_mul(config.buffers).ok_or(PoolConfigError::OutOfMemory)?;
         let region = Region::new(total)?;
         let count = config.buffers as u32;
-        let next: Box<[AtomicU32]> =
-            (0..count).map(|i| AtomicU32::new(if i + 1 < count { i + 1 } else { NIL })).collect();
-        let refcnt: Box<[AtomicU32]> = (0..count).map(|_| AtomicU32::new(0)).collect();
+        // Links and counts of buffers never taken are never read: zero-filled memory that
+        // stays untouched until a buffer is first used (see the module documentation).
+        let (next, refcnt) = (zeroed_atomics(count), zeroed_atomics(count));
         let inner = Box::new(PoolInner {
             region,
             buffer_size: size as u32,
@@ -249,7 +258,11 @@ impl Pool {
             count,
             refcnt,
             next,
-            take: Padded(TakeEnd { head: AtomicU64::new(0), taken: AtomicU64::new(0) }),
+            take: Padded(TakeEnd {
+                head: AtomicU64::new(NIL as u64),
+                taken: AtomicU64::new(0),
+                fresh: AtomicU32::new(0),
+            }),
             give: Padded(GiveEnd { list: AtomicU64::new(EMPTY), given: AtomicU64::new(0) }),
             exhausted: AtomicU64::new(0),
             owners: AtomicUsize::new(1),
@@ -358,8 +371,9 @@ impl Pool {
     fn release_own(&self, keep: usize) -> usize {
         let inner = self.inner();
         let mut taken = Vec::new();
+        // Buffers never taken are untouched: only the listed ones are released.
         while inner.free() > keep {
-            match inner.pop() {
+            match inner.pop_with::<false>() {
                 Some(i) => taken.push(i),
                 None => break,
             }
@@ -430,15 +444,22 @@ impl PoolInner {
     }
 
     /// Treiber-stack pop; the tag in the high half of `head` defeats ABA. Buffers freed
-    /// since the last allocation come first (see the module documentation).
+    /// since the last allocation come first (see the module documentation), then the
+    /// allocating list, then a buffer never taken before.
     #[inline]
     fn pop(&self) -> Option<u32> {
+        self.pop_with::<true>()
+    }
+
+    /// [`pop`](Self::pop), taking a buffer never taken before only if `FRESH`.
+    #[inline(always)]
+    fn pop_with<const FRESH: bool>(&self) -> Option<u32> {
         let take = &self.take.0;
         let index = match self.give.0.list.load(Ordering::Relaxed) {
-            EMPTY => self.pop_head()?,
+            EMPTY => self.pop_head::<FRESH>()?,
             _ => match self.take_freed() {
                 Some(i) => i,
-                None => self.pop_head()?,
+                None => self.pop_head::<FRESH>()?,
             },
         };
         take.taken.fetch_add(1, Ordering::Relaxed);
@@ -446,15 +467,19 @@ impl PoolInner {
         Some(index)
     }
 
-    /// Pop the allocating list; when it is empty, take over what was freed meanwhile.
+    /// Pop the allocating list; when it is empty, take over what was freed meanwhile, or
+    /// (`FRESH`) a buffer never taken before.
     #[inline]
-    fn pop_head(&self) -> Option<u32> {
+    fn pop_head<const FRESH: bool>(&self) -> Option<u32> {
         let head = &self.take.0.head;
         let mut cur = head.load(Ordering::Acquire);
         loop {
             let index = cur as u32;
             if index == NIL {
-                return self.take_freed();
+                return match self.take_freed() {
+                    None if FRESH => self.take_fresh(),
+                    taken => taken,
+                };
             }
             let next = self.next[index as usize].load(Ordering::Relaxed);
             let new = (((cur >> 32) + 1) << 32) | next as u64;
@@ -463,6 +488,22 @@ impl PoolInner {
                 Err(h) => cur = h,
             }
         }
+    }
+
+    /// A buffer never taken before, while there are any (the lists are empty). Its link and
+    /// count are zero-filled and its memory zero, written by no one: nothing to order.
+    #[cold]
+    #[inline(never)]
+    fn take_fresh(&self) -> Option<u32> {
+        let fresh = &self.take.0.fresh;
+        let mut f = fresh.load(Ordering::Relaxed);
+        while f < self.count {
+            match fresh.compare_exchange_weak(f, f + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(f),
+                Err(x) => f = x,
+            }
+        }
+        None
     }
 
     /// Take every buffer freed since the last take with one swap of the freeing end: the
@@ -595,6 +636,24 @@ impl PoolInner {
     }
 }
 
+/// `n` atomics reading 0, in zero-filled memory that is not written: pages of it that are
+/// never used are never made resident. (Under loom, whose atomics are objects of its model,
+/// made one by one.)
+fn zeroed_atomics(n: u32) -> Box<[AtomicU32]> {
+    #[cfg(not(all(loom, test)))]
+    {
+        // `vec!` of zeros asks the allocator for zeroed memory (calloc), without writing it.
+        let zeros = vec![0u32; n as usize].into_boxed_slice();
+        // SAFETY: `AtomicU32` has the size, alignment and bit validity of `u32`, so the
+        // allocation is a valid `[AtomicU32]` of the same length, freed with the same layout.
+        unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU32]) }
+    }
+    #[cfg(all(loom, test))]
+    {
+        (0..n).map(|_| AtomicU32::new(0)).collect()
+    }
+}
+
 /// The zero-filled memory behind a pool, `len` bytes aligned to at least [`ALIGN`].
 struct Region {
     base: NonNull<u8>,
@@ -721,6 +780,29 @@ mod tests {
         }
         assert_eq!(seen.len(), 1, "{} buffers touched", seen.len());
         assert_eq!(p.available(), 1024);
+    }
+
+    /// Buffers are taken in order from those never used only when no freed one waits, and
+    /// only the ones used are ever on a list: giving memory back releases those, and leaves
+    /// the untouched rest (and their links) alone. Every buffer can still be taken once.
+    #[test]
+    fn buffers_never_taken_stay_untouched_until_needed() {
+        let p = Pool::new(PoolConfig { buffers: 4096, buffer_size: 4096, headroom: 64 }).unwrap();
+        let three: Vec<PBuf> = (0..3).map(|_| p.alloc().unwrap()).collect();
+        assert_eq!(three.iter().map(|b| b.index).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(p.inner().take.0.fresh.load(Ordering::Relaxed), 3);
+        drop(three);
+        assert_eq!(p.available(), 4096);
+        // The three used buffers come back first.
+        let again = p.alloc().unwrap();
+        assert!(again.index < 3, "{}", again.index);
+        drop(again);
+        assert_eq!(p.release_free(0), 3 * 4096, "only the three buffers ever used");
+        assert_eq!(p.available(), 4096);
+        assert_eq!(p.inner().take.0.fresh.load(Ordering::Relaxed), 3, "releasing took no fresh buffer");
+        let all: Vec<PBuf> = (0..4096).map(|_| p.alloc().unwrap()).collect();
+        assert_eq!(all.iter().map(|b| b.index).collect::<HashSet<_>>().len(), 4096);
+        assert!(p.alloc().is_err());
     }
 
     /// Every buffer, all freed on another thread while the allocating list is empty, can be

@@ -8,6 +8,7 @@ pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ato
 pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(all(loom, test)))]
+#[cfg_attr(not(feature = "tokio"), allow(unused_imports))] // AtomicUsize: `owed`, with tokio
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(all(loom, test)))]
 pub(crate) use std::sync::Mutex;

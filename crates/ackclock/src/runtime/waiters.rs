@@ -67,7 +67,10 @@ impl<H> Default for SlotWait<H> {
 /// The waiters of one kind of socket.
 #[derive(Debug)]
 pub(super) struct Waiters<H> {
+    /// Per slot, grown on first use up to `slots`: a runtime sized for 100,000 connections
+    /// does not write 100,000 entries at start (256 KiB for a relay's default table).
     waits: Vec<SlotWait<H>>,
+    slots: usize,
     /// Slots with `read` or `write` set.
     waiting: Vec<u32>,
     /// A writer registered while the pool had no free buffer: its readiness changes when
@@ -77,21 +80,25 @@ pub(super) struct Waiters<H> {
 
 impl<H: Copy> Waiters<H> {
     pub fn new(slots: usize) -> Waiters<H> {
-        Waiters {
-            waits: (0..slots).map(|_| SlotWait::default()).collect(),
-            waiting: Vec::with_capacity(slots),
-            starved: false,
-        }
+        Waiters { waits: Vec::new(), slots, waiting: Vec::new(), starved: false }
     }
 
+    /// The entry of `slot`, made if it is the first use of it (`None` past the table).
     pub fn slot(&mut self, slot: u32) -> Option<&mut SlotWait<H>> {
-        self.waits.get_mut(slot as usize)
+        let i = slot as usize;
+        if i >= self.waits.len() && i < self.slots {
+            self.waits.resize_with(i + 1, SlotWait::default);
+        }
+        self.waits.get_mut(i)
     }
 
     /// Register the calling thread (`waker == None`) or task as waiting to read
     /// (`write == false`) or write on `h`, whose readiness is `bits` now, until it differs.
     pub fn register(&mut self, h: H, slot: u32, bits: u8, write: bool, waker: Option<&Waker>) {
-        let Some(w) = self.waits.get_mut(slot as usize) else { return };
+        if self.slot(slot).is_none() {
+            return;
+        }
+        let w = &mut self.waits[slot as usize];
         w.h = Some(h);
         let stored = if write {
             w.write = true;
@@ -216,5 +223,28 @@ impl<H: Copy> Waiters<H> {
                 waker.wake();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table grows on a slot's first use, up to its size: a runtime sized for many
+    /// connections writes no entry for those it never had.
+    #[test]
+    fn entries_are_made_on_first_use() {
+        let mut w = Waiters::<u32>::new(100_000);
+        assert_eq!(w.waits.len(), 0);
+        w.register(7, 5, WRITABLE, true, None);
+        assert_eq!(w.waits.len(), 6);
+        assert_eq!(w.slot(5).map(|s| s.h), Some(Some(7)));
+        assert_eq!(w.slot(3).map(|s| s.h), Some(None), "a slot below is there, unused");
+        assert!(w.slot(100_000).is_none(), "past the table");
+        w.register(8, 100_000, WRITABLE, true, None);
+        assert_eq!(w.waits.len(), 6, "nothing registered past the table");
+        let cvs: Vec<SlotCv> = (0..6).map(|_| SlotCv::default()).collect();
+        w.changed(5, &cvs, |_| 0);
+        assert!(w.waiting.is_empty(), "the writer saw its readiness change and left the list");
     }
 }
