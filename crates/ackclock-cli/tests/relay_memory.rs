@@ -1,4 +1,5 @@
-//! Memory that follows the load: `ackclock relay --tun` carries `iperf3 -P 16` for 30 s in
+//! Memory that follows the load: the relay (`ackclock-relay --tun`, the relay as a binary of
+//! its own, as a data plane ships it) carries `iperf3 -P 16` for 30 s in
 //! each direction, its resident memory sampled every 200 ms. It must stay under a fixed
 //! bound while loaded and come back near idle afterwards (its packet pools are touched only
 //! when used and their free pages are given back after a quiet second). The curve is printed
@@ -11,7 +12,7 @@
 #[macro_use]
 mod common;
 
-use common::interop::{cli, skip, Mode, Proc, HOST_CIDR, STACK_ADDR, STACK_CIDR};
+use common::interop::{skip, Mode, Proc, HOST_CIDR, STACK_ADDR, STACK_CIDR};
 use common::netns::NetNs;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -41,8 +42,8 @@ both_modes!(rss_stays_bounded_and_returns_near_idle, |mode| {
     let mut ns = NetNs::new();
     let tun = ns.tap_name().to_string();
     ns.adopt(&tun);
-    let mut cmd = Command::new(cli());
-    cmd.args(["relay", "--tun", &tun, "--addr", STACK_CIDR, "--host-addr", HOST_CIDR, "--netns", ns.name()]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ackclock-relay"));
+    cmd.args(["--tun", &tun, "--addr", STACK_CIDR, "--host-addr", HOST_CIDR, "--netns", ns.name()]);
     cmd.args(["--to", &format!("127.0.0.1:{port}"), "--listen", &port.to_string()]);
     if mode == Mode::Plain {
         cmd.arg("--plain");
