@@ -82,6 +82,8 @@ impl TcpListener {
             Ok(h) => {
                 let t = g.stack.tcp_tuple(h).map_err(io_error)?;
                 let slot = g.stack.tcp_slot(h).map_err(io_error)?;
+                // Its waiter entry now, not at its first wait on the data path.
+                g.waits.slot(slot);
                 Ok(Some((TcpStream::new(self.shared.clone(), h, slot), v4(t.remote_addr, t.remote_port))))
             }
             Err(Error::WouldBlock) => Ok(None),

@@ -415,6 +415,8 @@ impl TcpStream {
         }
         let h = g.stack.tcp_connect(addr).map_err(io_error)?;
         let slot = g.stack.tcp_slot(h).map_err(io_error)?;
+        // Its waiter entry now, not at its first wait on the data path.
+        g.waits.slot(slot);
         drop(g);
         shared.kick();
         Ok(TcpStream::new(shared, h, slot))

@@ -50,6 +50,8 @@ impl UdpSocket {
             return Err(aborted());
         }
         let h = bind(&mut g).map_err(io_error)?;
+        // Its waiter entry now, not at its first wait on the data path.
+        g.udp_waits.slot(h.idx);
         drop(g);
         Ok(UdpSocket { shared, h, nonblocking: AtomicBool::new(false), read_timeout: AtomicU64::new(0) })
     }

@@ -67,8 +67,10 @@ impl<H> Default for SlotWait<H> {
 /// The waiters of one kind of socket.
 #[derive(Debug)]
 pub(super) struct Waiters<H> {
-    /// Per slot, grown on first use up to `slots`: a runtime sized for 100,000 connections
-    /// does not write 100,000 entries at start (256 KiB for a relay's default table).
+    /// Per slot, grown up to `slots` when a socket first takes the slot (the runtime asks for
+    /// its entry when it accepts, connects or binds one, so that no first wait on the data
+    /// path allocates): a runtime sized for 100,000 connections does not write 100,000
+    /// entries at start (256 KiB for a relay's default table).
     waits: Vec<SlotWait<H>>,
     slots: usize,
     /// Slots with `read` or `write` set.
@@ -80,7 +82,9 @@ pub(super) struct Waiters<H> {
 
 impl<H: Copy> Waiters<H> {
     pub fn new(slots: usize) -> Waiters<H> {
-        Waiters { waits: Vec::new(), slots, waiting: Vec::new(), starved: false }
+        // `waiting` is reserved whole (never written, so never resident until used): a push
+        // on the data path never allocates.
+        Waiters { waits: Vec::new(), slots, waiting: Vec::with_capacity(slots), starved: false }
     }
 
     /// The entry of `slot`, made if it is the first use of it (`None` past the table).
