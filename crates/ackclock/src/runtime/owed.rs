@@ -2,7 +2,7 @@
 //! waker through which a task's call leaves its output to the watcher on its thread.
 //! Built on `runtime::sync`, so that the loom model below runs this code.
 
-use super::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use super::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::task::Waker;
 
 /// The task that watches the device (`tokio::watch_device`), as the tasks on its thread
@@ -83,12 +83,15 @@ impl TaskWatch {
         match &*lock(&self.waker) {
             Some((_, w)) => {
                 w.wake_by_ref();
+                // Between the flag and the caller's look at the protocol thread's published
+                // deadline (`lower_deadline`), as [`owed_now`](Self::owed_now) between that
+                // deadline and the flag: either the caller sees the deadline and lowers it,
+                // or the protocol thread sees the flag.
+                fence(Ordering::SeqCst);
                 Owed::First
             }
             None => {
-                // A swap, not a store, for the model: loom 0.7 can order a store between
-                // the read and the write of another thread's swap (tokio-rs/loom#254).
-                self.owed.swap(false, Ordering::AcqRel);
+                self.owed.store(false, Ordering::Release);
                 Owed::No
             }
         }
@@ -124,6 +127,15 @@ impl TaskWatch {
         self.thread.load(Ordering::Acquire) != 0
     }
 
+    /// Whether output is owed now: the protocol thread asks after publishing its deadline,
+    /// and sleeps at most [`OWED_BACKSTOP`] if so. The first owed call lowers that deadline
+    /// to the backstop's, but a lowering finds nothing to lower while the thread is awake
+    /// (between its wake-up and the publication), and would be lost without this look.
+    pub(super) fn owed_now(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.owed.load(Ordering::Relaxed)
+    }
+
     /// Take the owed output (the caller sends it now): whether there was any. Taken before
     /// the round that sends it, so that a call after that round's output owes anew.
     pub(super) fn take_owed(&self) -> bool {
@@ -152,13 +164,15 @@ fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
 #[cfg(all(test, loom))]
 mod model {
     //! The owed flag, model-checked: a task on the watcher's thread queues data twice, each
-    //! call owing output; the protocol thread runs a round at any moment, for the backstop
-    //! or a ring it finds set by then, or for a timer; the watcher is polled again
-    //! after the task yields, or never (its thread's `block_on` returned), or is dropped.
+    //! call owing output; the protocol thread, awake, runs a round (for a timer, a ring or
+    //! the backstop), then publishes its deadline and goes to sleep; the watcher is polled
+    //! again after the task yields, or never (its thread's `block_on` returned), or is
+    //! dropped. The first owed call lowers the published deadline to the backstop's, which
+    //! wakes the sleeping thread, and finds nothing to lower while the thread is awake.
     //! Whatever the interleaving, every queued byte must be sent: by a round that has not
-    //! yet run when the model ends, only if its wake-up (the backstop's deadline, a ring)
-    //! was set, as the protocol thread then wakes for it (`deadline_model`). Sending before
-    //! taking the flag, loom finds the second call's bytes stranded.
+    //! run when the model ends only if something will wake the thread for it (a lowered
+    //! deadline, a ring, or its own look at the flag after publishing). Sending before
+    //! taking the flag, or sleeping without that look, loom finds bytes stranded.
     use super::super::sync::loom_finds;
     use super::{Owed, TaskWatch};
     use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -180,17 +194,20 @@ mod model {
         }
     }
 
+    /// The model's flags are set with swaps, not stores: loom 0.7 can order a store between
+    /// the read and the write of another thread's swap, losing it (tokio-rs/loom#254).
     #[derive(Default)]
     struct World {
         tw: TaskWatch,
         /// Bytes queued by the task, and bytes an output has sent (all queued at its start).
         queued: AtomicU32,
         sent: AtomicU32,
-        /// The protocol thread's wake-ups the task set: the backstop's deadline, a ring.
-        /// Set with swaps, not stores: loom 0.7 can order a store between the read and the
-        /// write of another thread's swap, losing it (tokio-rs/loom#254).
-        backstop: AtomicBool,
+        /// The protocol thread published its deadline (it is going to sleep).
+        asleep: AtomicBool,
+        /// Its wake-ups: the deadline lowered by the backstop, a ring, its own look.
+        lowered: AtomicBool,
         ring: AtomicBool,
+        looked: AtomicBool,
     }
 
     impl World {
@@ -211,11 +228,16 @@ mod model {
             }
         }
 
-        /// A task's write (`kick_from_task`).
+        /// A task's write (`kick_from_task`): the first owed call lowers the deadline if
+        /// the thread has published one (`watch::lower` does nothing while it is awake).
         fn write(&self) {
             self.queued.fetch_add(1, Ordering::SeqCst);
             match self.tw.owe_on(TASK) {
-                Owed::First => _ = self.backstop.swap(true, Ordering::SeqCst),
+                Owed::First => {
+                    if self.asleep.load(Ordering::SeqCst) {
+                        self.lowered.swap(true, Ordering::SeqCst);
+                    }
+                }
                 Owed::Again => {}
                 Owed::No => _ = self.ring.swap(true, Ordering::SeqCst),
             }
@@ -232,7 +254,7 @@ mod model {
         Dropped,
     }
 
-    fn check(take_first: bool, watcher: Watcher) {
+    fn check(take_first: bool, look: bool, watcher: Watcher) {
         loom::model(move || {
             let world = Arc::new(World::default());
             let woken = std::sync::Arc::new(Woken(AtomicBool::new(false)));
@@ -241,11 +263,13 @@ mod model {
             world.tw.polled_on(TASK, WATCHER, &waker, &mut seen);
             let w = world.clone();
             let proto = loom::thread::spawn(move || {
-                // One round at any moment: for the wake-ups the task set by then (they are
-                // consumed), or for a timer.
-                w.backstop.swap(false, Ordering::SeqCst);
-                w.ring.swap(false, Ordering::SeqCst);
+                // Awake: one round, then the deadline published (`protocol_thread`), then
+                // the look at the flag (`owed_backstop`).
                 w.protocol_round(take_first);
+                w.asleep.swap(true, Ordering::SeqCst);
+                if look && w.tw.owed_now() {
+                    w.looked.swap(true, Ordering::SeqCst);
+                }
             });
             world.write();
             world.write();
@@ -263,8 +287,9 @@ mod model {
                 }
             }
             proto.join().unwrap();
-            // The protocol thread wakes for what is still set (its deadline, the bell).
-            if world.backstop.load(Ordering::SeqCst) || world.ring.load(Ordering::SeqCst) {
+            // The sleeping thread wakes for what is set (its timer, the bell).
+            let wakes = [&world.lowered, &world.ring, &world.looked];
+            if wakes.iter().any(|f| f.load(Ordering::SeqCst)) {
                 world.protocol_round(take_first);
             }
             let (q, s) = (world.queued.load(Ordering::SeqCst), world.sent.load(Ordering::SeqCst));
@@ -274,21 +299,26 @@ mod model {
 
     #[test]
     fn owed_output_is_sent_by_the_watcher() {
-        check(true, Watcher::Polled);
+        check(true, true, Watcher::Polled);
     }
 
     #[test]
     fn owed_output_is_sent_by_the_backstop_without_the_watcher() {
-        check(true, Watcher::Idle);
+        check(true, true, Watcher::Idle);
     }
 
     #[test]
     fn owed_output_is_sent_when_the_watcher_is_dropped() {
-        check(true, Watcher::Dropped);
+        check(true, true, Watcher::Dropped);
     }
 
     #[test]
     fn sending_before_taking_the_flag_strands_bytes() {
-        loom_finds(|| check(false, Watcher::Idle), "stranded");
+        loom_finds(|| check(false, true, Watcher::Idle), "stranded");
+    }
+
+    #[test]
+    fn sleeping_without_a_look_at_the_flag_strands_bytes() {
+        loom_finds(|| check(true, false, Watcher::Idle), "stranded");
     }
 }
