@@ -227,7 +227,8 @@ unsafe impl Send for PoolInner {}
 unsafe impl Sync for PoolInner {}
 
 impl Pool {
-    /// Allocate every buffer up front.
+    /// Reserve every buffer up front: the address space at once, the memory as buffers are
+    /// first used (see the module documentation).
     pub fn new(config: PoolConfig) -> Result<Pool, PoolConfigError> {
         Pool::build(config, None)
     }
@@ -250,7 +251,7 @@ impl Pool {
         let count = config.buffers as u32;
         // Links and counts of buffers never taken are never read: zero-filled memory that
         // stays untouched until a buffer is first used (see the module documentation).
-        let (next, refcnt) = (zeroed_atomics(count), zeroed_atomics(count));
+        let (next, refcnt) = (zeroed_atomics(count)?, zeroed_atomics(count)?);
         let inner = Box::new(PoolInner {
             region,
             buffer_size: size as u32,
@@ -351,8 +352,9 @@ impl Pool {
         self.inner().exhausted.load(Ordering::Relaxed)
     }
 
-    /// Give the memory of free buffers back to the operating system, keeping the `keep`
-    /// free buffers at the bottom of the free list as they are. Returns the bytes released.
+    /// Give the memory of free buffers back to the operating system, keeping `keep` free
+    /// buffers as they are: those at the bottom of the free list, after the buffers never
+    /// used (which cost nothing, and count among the `keep`). Returns the bytes released.
     ///
     /// For a quiet moment, not a hot path (it allocates an index list and makes a system
     /// call per run of adjacent buffers): after a burst, the buffers it used stay resident
@@ -637,20 +639,29 @@ impl PoolInner {
 }
 
 /// `n` atomics reading 0, in zero-filled memory that is not written: pages of it that are
-/// never used are never made resident. (Under loom, whose atomics are objects of its model,
+/// never used are never made resident. `OutOfMemory` if it cannot be had. (Under loom, whose atomics are objects of its model,
 /// made one by one.)
-fn zeroed_atomics(n: u32) -> Box<[AtomicU32]> {
+fn zeroed_atomics(n: u32) -> Result<Box<[AtomicU32]>, PoolConfigError> {
     #[cfg(not(all(loom, test)))]
     {
-        // `vec!` of zeros asks the allocator for zeroed memory (calloc), without writing it.
-        let zeros = vec![0u32; n as usize].into_boxed_slice();
-        // SAFETY: `AtomicU32` has the size, alignment and bit validity of `u32`, so the
-        // allocation is a valid `[AtomicU32]` of the same length, freed with the same layout.
-        unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU32]) }
+        use std::alloc::{alloc_zeroed, Layout};
+        // Zeroed memory from the allocator (calloc), not written here: fresh pages stay
+        // untouched (glibc maps allocations of 128 KiB and more on their own, zero-filled
+        // by the kernel; a smaller one reused from its heap is cleared).
+        let layout = Layout::array::<AtomicU32>(n as usize).map_err(|_| PoolConfigError::OutOfMemory)?;
+        // SAFETY: `n > 0` (checked by `build`), so the layout is not zero-sized.
+        let p = unsafe { alloc_zeroed(layout) }.cast::<AtomicU32>();
+        if p.is_null() {
+            return Err(PoolConfigError::OutOfMemory);
+        }
+        // SAFETY: `p` is a live allocation of the global allocator with `[AtomicU32; n]`'s
+        // layout, all zero bytes, which are a valid `AtomicU32` each; the box frees it with
+        // the same layout.
+        Ok(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(p, n as usize)) })
     }
     #[cfg(all(loom, test))]
     {
-        (0..n).map(|_| AtomicU32::new(0)).collect()
+        Ok((0..n).map(|_| AtomicU32::new(0)).collect())
     }
 }
 
