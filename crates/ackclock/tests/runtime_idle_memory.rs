@@ -1,6 +1,6 @@
 //! A runtime gives idle packet memory back (`RuntimeConfig::keep_idle_memory`, off by
 //! default): once no frame has moved for `IDLE_MEMORY_AFTER`, the protocol thread releases
-//! the pages of the pools' free buffers beyond a burst's worth, once per quiet spell, and the
+//! the pages of the pools' free buffers (those a burst used), once per quiet spell, and the
 //! buffers given back work as before. With `keep_idle_memory` nothing is given back. Two
 //! runtimes over the in-memory pipe; the waits are bounded and only line the steps up.
 
@@ -52,14 +52,16 @@ fn eventually(mut cond: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn idle_memory_is_given_back_after_a_burst_and_the_buffers_still_work() {
-    // The sender's data frames come from its own pool: 4,096 buffers of 2 KiB, most of them
-    // used by a burst of 32 MB.
+    // The sender's data frames come from its own pool: 4,096 buffers of 2 KiB, of which a
+    // burst of 32 MB uses a window's worth or so.
     let (a, b) = pair_with(|_| {}, RuntimeConfig::default());
     transfer(&a, &b, 80, 32 << 20);
     assert!(eventually(|| a.stats().idle_memory_releases == 1), "no release after the burst: {:?}", a.stats());
     let first = a.stats().idle_memory_released;
-    // More than the megabyte each pool keeps: the burst's buffers beyond it.
-    assert!(first > 1 << 20, "released {first} bytes");
+    // At least the sender's 256 KiB send queue, in buffers the burst used and freed: those
+    // are given back (the pool's untouched buffers count among those it keeps, and a
+    // release counts only the buffers ever used).
+    assert!(first > 256 << 10, "released {first} bytes");
     // Quiet stays quiet: no second release without frames in between.
     std::thread::sleep(IDLE_MEMORY_AFTER + Duration::from_millis(500));
     assert_eq!(a.stats().idle_memory_releases, 1);

@@ -16,8 +16,8 @@ pub struct RuntimeConfig {
     /// Keep the packet pools' free buffers resident while the device is quiet. Off (the
     /// default): once no frame has moved for [`IDLE_MEMORY_AFTER`], the protocol thread gives
     /// the pages of free buffers back to the operating system (the stack's pool and the
-    /// device's receive pool, [`RuntimeDevice::receive_pool`](super::RuntimeDevice::receive_pool)), keeping a burst's worth
-    /// ([`IDLE_MEMORY_KEPT`] bytes per pool) resident; so the process's memory follows its
+    /// device's receive pool, [`RuntimeDevice::receive_pool`](super::RuntimeDevice::receive_pool)), leaving
+    /// [`IDLE_MEMORY_KEPT`] bytes of free buffers per pool alone; so the process's memory follows its
     /// load down after a burst, as well as up. A buffer given back reads as zeros and costs
     /// a page fault per page when next used.
     pub keep_idle_memory: bool,
@@ -27,8 +27,10 @@ pub struct RuntimeConfig {
 /// ([`RuntimeConfig::keep_idle_memory`]).
 pub const IDLE_MEMORY_AFTER: Duration = Duration::from_secs(1);
 
-/// Bytes of free buffers each pool keeps resident when idle memory is given back: a burst's
-/// worth (the buffers at the bottom of its free list, the next to be used).
+/// Bytes of free buffers each pool leaves alone when idle memory is given back: the buffers
+/// never used (which cost nothing until used) count first, then those at the bottom of its
+/// free list. So after a burst that used less of a pool than all but this much, every buffer
+/// it used is given back.
 pub const IDLE_MEMORY_KEPT: usize = 1 << 20;
 
 /// Who runs the protocol rounds over a TAP or TUN ([`RuntimeConfig::tap_rounds`]); the

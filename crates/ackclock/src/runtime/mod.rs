@@ -184,7 +184,8 @@
 //! **Memory after a burst.** A pool's free list hands out the buffer freed last, so the
 //! buffers a burst used stay resident after it, and a process's memory would follow its load
 //! up but not down. Once no frame has moved for [`IDLE_MEMORY_AFTER`], the protocol thread
-//! gives the pages of the free buffers beyond a burst's worth back to the operating system
+//! gives the pages of the free buffers a burst used back to the operating system, leaving
+//! [`IDLE_MEMORY_KEPT`] bytes of each pool's free buffers alone, the never-used ones first
 //! (`Pool::release_free`, in the stack's pool and the device's receive pool), once per
 //! quiet spell. When it sleeps on the device it wakes for that if nothing else wakes it
 //! first; while an application thread watches the device, it does it at its next wake-up
