@@ -37,8 +37,9 @@
 //! `given <= taken < BIAS`, so no free can mistake it.
 //!
 //! **Untouched until used.** A buffer that was never allocated is on neither list: the
-//! allocating end hands out `fresh`, `fresh + 1`, ... only when both lists are empty, and its
-//! link and count live in zero-filled memory no one writes before. So a pool of 32,768
+//! allocating end hands out `fresh`, `fresh + 1`, ... only when both lists are empty (or
+//! look so to an allocation racing another's take-over: harmless, a buffer made resident a
+//! little early), and its link and count live in zero-filled memory no one writes before. So a pool of 32,768
 //! buffers costs, until the load needs them, the address space of its buffers and of its
 //! 8 bytes per buffer of links and counts, and the memory of the buffers in use: the pool a
 //! relay sizes for its busiest moment no longer costs 256 KiB of RAM at start.
@@ -639,8 +640,8 @@ impl PoolInner {
 }
 
 /// `n` atomics reading 0, in zero-filled memory that is not written: pages of it that are
-/// never used are never made resident. `OutOfMemory` if it cannot be had. (Under loom, whose atomics are objects of its model,
-/// made one by one.)
+/// never used are never made resident. `OutOfMemory` if it cannot be had. (Under loom,
+/// whose atomics are objects of its model, made one by one.)
 fn zeroed_atomics(n: u32) -> Result<Box<[AtomicU32]>, PoolConfigError> {
     #[cfg(not(all(loom, test)))]
     {
