@@ -2,7 +2,7 @@
 //! waker through which a task's call leaves its output to the watcher on its thread.
 //! Built on `runtime::sync`, so that the loom model below runs this code.
 
-use super::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use super::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::task::Waker;
 
 /// The task that watches the device (`tokio::watch_device`), as the tasks on its thread
@@ -155,10 +155,6 @@ impl TaskWatch {
         drop(w);
         self.take_owed()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(all(test, loom))]

@@ -24,7 +24,7 @@
 //! on this very code (`RUSTFLAGS="--cfg loom" cargo test -p ackclock --release --lib
 //! runtime::wnd_update`).
 
-use super::sync::{AtomicBool, Mutex, Ordering};
+use super::sync::{lock, AtomicBool, Mutex, Ordering};
 use std::collections::VecDeque;
 
 /// Window-update requests of up to `n` connections (slot indices `0..n`).
@@ -53,7 +53,7 @@ impl Requests {
         if flag.swap(true, Ordering::AcqRel) {
             return false;
         }
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = lock(&self.queue);
         // Never grows: at most one entry per index (see `queue`).
         q.push_back(idx);
         true
@@ -64,7 +64,7 @@ impl Requests {
     pub(crate) fn take(&self, out: &mut Vec<u32>) {
         let start = out.len();
         {
-            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = lock(&self.queue);
             out.extend(q.drain(..));
         }
         for &idx in &out[start..] {
@@ -80,14 +80,14 @@ impl Requests {
     /// Whether any request is queued (under the queue's lock, so that a post after it
     /// sees what the caller did before).
     pub(crate) fn queued(&self) -> bool {
-        !self.queue.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        !lock(&self.queue).is_empty()
     }
 
     /// One queued request, still pending (the model test's swapped order uses this with
     /// [`done`](Self::done) after the window is computed; the runtime uses [`take`](Self::take)).
     #[cfg_attr(not(all(loom, test)), allow(dead_code))]
     pub(crate) fn pop(&self) -> Option<u32> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+        lock(&self.queue).pop_front()
     }
 
     /// Mark the request of `idx` done: the next post queues a new one.
