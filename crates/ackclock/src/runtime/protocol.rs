@@ -80,7 +80,7 @@ pub(super) fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, mut
             let engine = lock(&shared.engine);
             let Some(e) = engine.as_ref() else { return };
             let o = e.last();
-            shared.sleep_until.store(rounds::deadline_code(o.next), Ordering::SeqCst);
+            shared.sleep_until.store(rounds::deadline_code(o.next), Ordering::Release);
             o
         };
         if o.more && ran {
@@ -103,7 +103,9 @@ pub(super) fn protocol_thread(shared: Arc<Shared>, device_fd: Option<RawFd>, mut
         }
         // Output owed to the device's watching task: the first owed call lowers the
         // published deadline to the backstop's, but found none to lower if it came while
-        // this thread was awake. Looked at after publishing (`owed::TaskWatch::owed_now`).
+        // this thread was awake. Looked at after publishing, behind a SeqCst fence that
+        // pairs with the caller's (`owed::TaskWatch::owed_now`): the store above need be
+        // no stronger.
         if let Some(b) = shared.owed_backstop() {
             timeout = Some(timeout.map_or(b, |t| t.min(b)));
         }
