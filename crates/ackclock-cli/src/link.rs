@@ -653,7 +653,7 @@ impl RuntimeDevice for LinkDev {
 /// The runtime's counters, for the exit reports of `fetch` and `serve`.
 pub(crate) fn runtime_json(s: &RuntimeStats) -> serde_json::Value {
     serde_json::json!({
-        "rounds": s.rounds, "app_rounds": s.app_rounds, "sleeps": s.sleeps, "wakeups": s.wakeups,
+        "rounds": s.rounds, "app_rounds": s.app_rounds, "app_pushes": s.app_pushes, "sleeps": s.sleeps, "wakeups": s.wakeups,
         "app_waits": s.app_waits, "parks": s.parks, "watches": s.watches, "watch_rounds": s.watch_rounds,
         "handoffs": s.handoffs, "lock_contended": s.lock_contended, "polls": s.polls,
         "window_update_requests": s.window_update_requests, "window_updates_sent": s.window_updates_sent,

@@ -76,6 +76,13 @@ pub struct RuntimeStats {
     /// Of the rounds, those an application thread ran (over the in-memory pipe: after
     /// queueing data or a window-update request, and while polling before it blocks).
     pub app_rounds: u64,
+    /// Times an application thread had work for the stack (data it queued, a window-update
+    /// request) and took the round on itself instead of signalling the protocol thread: it
+    /// ran the round (counted in `app_rounds`), or found another thread running rounds, whose
+    /// next round covers it. Over the pipe, and over a TAP or TUN unless
+    /// [`TapRounds::ProtocolThread`]; which of the two happens depends on timing, this count
+    /// does not.
+    pub app_pushes: u64,
     /// Times an application thread polled before blocking (over the pipe).
     pub polls: u64,
     /// Of those, the polls that saw no round before their time was up (the thread then

@@ -442,6 +442,7 @@ impl Shared {
     /// thread.
     pub(super) fn push(&self) {
         if self.app_run {
+            self.app_pushes.fetch_add(1, Ordering::Relaxed);
             self.bell.word.want();
             self.run_rounds(true);
         } else {
