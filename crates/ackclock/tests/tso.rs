@@ -158,6 +158,26 @@ fn first_flight_is_three_offload_frames_and_one_cut_segment() {
     assert_eq!(r.a.tcp_info(c).unwrap().stats.segs_out, 2 + 10);
 }
 
+/// Linux behaviour (the send buffer charges an skb's truesize, the memory it holds), no RFC
+/// rule. Early in a connection a unit is a third of cwnd (3 MSS), so each 64 KiB buffer of
+/// the send queue holds 4,344 bytes; a write of a whole 256 KiB send buffer used to take 61
+/// of them (charged 256 bytes each), and once reused at full size they held 4 MB for a
+/// 256 KiB buffer. Each segment is charged at least half its buffer, so the queue takes
+/// eight buffers, twice the send buffer at most, and the write stops there.
+#[test]
+fn small_units_are_charged_half_their_buffer() {
+    let mut r = Rig::new(0.0, 1);
+    let (c, _s) = r.connect();
+    let (free, size) = (r.a.pool().available(), r.a.pool().buffer_size());
+    let queued = r.a.tcp_send(c, &[7u8; 256 * 1024]).unwrap();
+    let held = free - r.a.pool().available();
+    assert_eq!(held, (256 * 1024usize).div_ceil(size / 2));
+    assert!(held * size <= 2 * 256 * 1024 + size);
+    assert_eq!(queued, held * 4344, "one unit of 3 MSS per buffer");
+    assert!(!r.a.tcp_readiness(c).unwrap().writable);
+    assert_eq!(r.a.tcp_send(c, &[7u8; 1000]), Err(Error::WouldBlock));
+}
+
 /// 64 MB with SHA-256 over a clean link: nearly all data leaves in large offload frames, and
 /// windows rarely cut a unit (each cut copies its front): under 5% of frames (35 of 1566
 /// when this was written).

@@ -129,6 +129,9 @@ pub struct Tcp {
     live: usize,
     /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
     gso_max: usize,
+    /// The least a queued send segment costs against its send buffer
+    /// (`usrreq::segment_charge` of the pool's buffer size).
+    seg_charge: usize,
     /// `recv` leaves the window-update decision to `Stack::window_update_now` (the threaded
     /// runtime, where the protocol thread makes it on the reader's request).
     pub(crate) defer_window_update: bool,
@@ -181,6 +184,7 @@ impl Tcp {
             trace: trace::Trace::default(),
             live: 0,
             gso_max: 0,
+            seg_charge: usrreq::MIN_SEGMENT_CHARGE,
             defer_window_update: false,
             config,
         }
@@ -190,6 +194,12 @@ impl Tcp {
     /// them (segmentation offload); 0 turns it off.
     pub(crate) fn set_gso_max(&mut self, max: usize) {
         self.gso_max = max;
+    }
+
+    /// Charge each queued send segment at least half a pool buffer of `buffer_size` bytes
+    /// against its send buffer (`usrreq::segment_charge`).
+    pub(crate) fn set_buffer_size(&mut self, buffer_size: usize) {
+        self.seg_charge = usrreq::segment_charge(buffer_size);
     }
 
     /// The settings every connection starts from.
