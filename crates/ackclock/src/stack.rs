@@ -116,11 +116,12 @@ impl Stack {
         let room = pool.buffer_size().saturating_sub(pool.headroom());
         caps.mtu = caps.mtu.min(room.saturating_sub(caps.link_header()));
         let mut tcp = Tcp::new(config.tcp, config.seed, now);
-        tcp.set_buffer_size(pool.buffer_size());
         if tcp.config.tso && caps.tso_max > 0 {
             // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)
             // whose payload fits one pool buffer.
             tcp.set_gso_max(caps.tso_max.saturating_sub(20 + 60).min(room));
+            // Units of a few MSS in 64 KiB buffers: charged by the buffer while unsent.
+            tcp.set_buffer_size(pool.buffer_size());
         }
         Ok(Stack {
             iface: Interface::new(config.iface, caps),

@@ -162,20 +162,32 @@ fn first_flight_is_three_offload_frames_and_one_cut_segment() {
 /// rule. Early in a connection a unit is a third of cwnd (3 MSS), so each 64 KiB buffer of
 /// the send queue holds 4,344 bytes; a write of a whole 256 KiB send buffer used to take 61
 /// of them (charged 256 bytes each), and once reused at full size they held 4 MB for a
-/// 256 KiB buffer. Each segment is charged at least half its buffer, so the queue takes
-/// eight buffers, twice the send buffer at most, and the write stops there.
+/// 256 KiB buffer. Each unsent segment but the tail (which the next write would fill) is
+/// charged at least half its buffer, so the queue takes nine buffers, about twice the send
+/// buffer, and the write stops there. Once the
+/// first flight is sent, its units (cut into MSS-sized entries that share their buffers)
+/// cost their bytes, and the writer may write again: charged per entry, 14,480 bytes in
+/// flight would have cost fifteen half-buffers and kept it blocked.
 #[test]
-fn small_units_are_charged_half_their_buffer() {
+fn unsent_small_units_are_charged_half_their_buffer() {
     let mut r = Rig::new(0.0, 1);
     let (c, _s) = r.connect();
     let (free, size) = (r.a.pool().available(), r.a.pool().buffer_size());
     let queued = r.a.tcp_send(c, &[7u8; 256 * 1024]).unwrap();
     let held = free - r.a.pool().available();
-    assert_eq!(held, (256 * 1024usize).div_ceil(size / 2));
-    assert!(held * size <= 2 * 256 * 1024 + size);
+    // Eight are charged their 34,752 bytes and 7 x (32,896 - 4,344) more, 234,616: a ninth
+    // fits, and nine (267,512) fill the 262,144.
+    assert_eq!((size, held), (65792, 9));
+    assert!(held * size <= 2 * 256 * 1024 + 2 * size);
     assert_eq!(queued, held * 4344, "one unit of 3 MSS per buffer");
     assert!(!r.a.tcp_readiness(c).unwrap().writable);
     assert_eq!(r.a.tcp_send(c, &[7u8; 1000]), Err(Error::WouldBlock));
+
+    // IW10: three units and the front of a fourth go out (as in the test above).
+    r.a.dispatch(r.now);
+    assert_eq!(r.a.tcp_info(c).unwrap().stats.segs_out, 2 + 10);
+    assert!(r.a.tcp_readiness(c).unwrap().writable, "sent pieces cost their bytes");
+    assert!(r.a.tcp_send(c, &[7u8; 4344]).unwrap() > 0);
 }
 
 /// 64 MB with SHA-256 over a clean link: nearly all data leaves in large offload frames, and

@@ -129,8 +129,8 @@ pub struct Tcp {
     live: usize,
     /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
     gso_max: usize,
-    /// The least a queued send segment costs against its send buffer
-    /// (`usrreq::segment_charge` of the pool's buffer size).
+    /// The least an unsent send segment costs against its send buffer: with offload,
+    /// `usrreq::segment_charge` of the pool's buffer size.
     seg_charge: usize,
     /// `recv` leaves the window-update decision to `Stack::window_update_now` (the threaded
     /// runtime, where the protocol thread makes it on the reader's request).
@@ -196,8 +196,8 @@ impl Tcp {
         self.gso_max = max;
     }
 
-    /// Charge each queued send segment at least half a pool buffer of `buffer_size` bytes
-    /// against its send buffer (`usrreq::segment_charge`).
+    /// With segmentation offload: charge each unsent send segment at least half a pool
+    /// buffer of `buffer_size` bytes against its send buffer (`usrreq::segment_charge`).
     pub(crate) fn set_buffer_size(&mut self, buffer_size: usize) {
         self.seg_charge = usrreq::segment_charge(buffer_size);
     }

@@ -44,34 +44,42 @@ impl From<ConnError> for RequestError {
 /// The least a queued send segment costs against the send buffer, whatever its buffer.
 pub(crate) const MIN_SEGMENT_CHARGE: usize = 256;
 
-/// What a queued send segment costs at least against the send buffer, for pool buffers of
-/// `buffer_size` bytes: for buffers larger than a page (segmentation offload's 64 KiB), half
-/// its buffer; otherwise [`MIN_SEGMENT_CHARGE`].
+/// What a send segment not yet sent costs at least against the send buffer with
+/// segmentation offload, for pool buffers of `buffer_size` bytes: half its buffer.
 ///
 /// Linux charges an skb's truesize, the memory it holds, not its bytes. A queued segment
 /// holds a whole pool buffer, and once the pool has handed that buffer out it stays
-/// resident at the most it was ever filled, so what a connection's send queue costs in
-/// memory is its number of buffers times their size. With 64 KiB buffers, units of a few
-/// MSS early in a connection, and a relay whose reads of its host socket each queue a few
-/// KiB behind a tail already sent, a 256 KiB send buffer charged 256 bytes a segment held
-/// hundreds of buffers (435 at once for eight connections, 8 MB resident after 4 s of
-/// `iperf3 -P 8`), towards 64 MiB per connection. Charged half a buffer each, a connection
-/// holds at most about twice its send buffer, while a unit at least half full (32 KiB or
-/// more) still costs just its bytes. A buffer of a page or less (an MTU-sized one) already
-/// costs about what a short skb's truesize does, and keeps the 256-byte minimum.
+/// resident at the most it was ever filled, so what a send queue costs in memory is its
+/// number of buffers times their size. Early in a connection an offload unit is a third of
+/// cwnd (3 MSS), so a 256 KiB send buffer charged by bytes (and 256 at least) queued some
+/// 60 units of 4,344 bytes, each in a 64 KiB buffer: eight connections of a relay held 435
+/// buffers at once, 8 MB resident after 4 s of `iperf3 -P 8`, for 2 MB of send buffers.
+/// Charged half a buffer each while unsent (the tail apart), a connection queues at most
+/// about twice its send buffer's worth of buffers ahead of what it sends, while a unit at
+/// least half full (32 KiB or more, the whole of a bulk transfer once cwnd has grown) still
+/// costs just its bytes. Sent units are charged their bytes: a sent unit is cut into
+/// MSS-sized entries that share its one buffer (`sndq::slice_sent`), so charging entries
+/// would charge a buffer some 45 times, and what is in flight is bounded by cwnd and the
+/// window.
 pub(crate) fn segment_charge(buffer_size: usize) -> usize {
-    if buffer_size > crate::buf::SMALL_CLASS_ABOVE {
-        MIN_SEGMENT_CHARGE.max(buffer_size / 2)
-    } else {
-        MIN_SEGMENT_CHARGE
-    }
+    MIN_SEGMENT_CHARGE.max(buffer_size / 2)
 }
 
-/// Free send buffer: each queued segment costs at least `charge` bytes
-/// ([`segment_charge`]), so neither tiny writes nor partly filled buffers pin memory
-/// beyond the send buffer's measure.
+/// Free send buffer. Each queued segment costs at least [`MIN_SEGMENT_CHARGE`] bytes (as
+/// Linux charges an skb's truesize), so tiny writes cannot pin a pbuf per byte; with
+/// segmentation offload the segments not yet sent, but for the tail, cost at least `charge`
+/// each ([`segment_charge`]), so partly filled 64 KiB buffers do not pin memory beyond the
+/// send buffer's measure either. Without offload `charge` is the minimum.
 fn send_room(tcb: &tcb::Tcb, charge: usize) -> usize {
-    let charged = tcb.snd_queued.max(tcb.sndq.len() * charge);
+    let mut charged = tcb.snd_queued.max(tcb.sndq.len() * MIN_SEGMENT_CHARGE);
+    let unsent = tcb.sndq.len().saturating_sub(tcb.snd_nxt_idx);
+    // The tail, which the next write fills, costs its bytes: so a bulk writer's queue of
+    // full units and one part-filled tail is charged exactly its bytes.
+    if charge > MIN_SEGMENT_CHARGE && unsent > 1 {
+        let (first, tail) = (tcb.sndq[tcb.snd_nxt_idx].seq, tcb.sndq[tcb.sndq.len() - 1].seq);
+        let before_tail = tail.since(first) as usize;
+        charged = charged.max(tcb.snd_queued + ((unsent - 1) * charge).saturating_sub(before_tail));
+    }
     tcb.opts.send_buffer.saturating_sub(charged)
 }
 
@@ -267,8 +275,9 @@ impl Tcp {
                     s.sent == 0 && s.buf.len() < seg_size && s.buf.tailroom() > 0 && s.buf.is_unique()
                 });
             if !tail_has_room {
-                // Each buffer costs at least `charge`: look at the room again before taking
-                // one more (a unit can be a few MSS in a 64 KiB buffer, early in a connection).
+                // An unsent buffer costs at least `charge`: look at the room again before
+                // taking one more (a unit can be a few MSS in a 64 KiB buffer, early in a
+                // connection).
                 room = room.min(send_room(tcb, charge));
                 if room == 0 {
                     break;
