@@ -120,7 +120,7 @@ impl Stack {
             // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)
             // whose payload fits one pool buffer.
             tcp.set_gso_max(caps.tso_max.saturating_sub(20 + 60).min(room));
-            // Units of a few MSS in 64 KiB buffers: charged by the buffer while unsent.
+            // Units of a few MSS in 64 KiB buffers: charged half a buffer while unsent.
             tcp.set_buffer_size(pool.buffer_size());
         }
         Ok(Stack {

@@ -166,8 +166,9 @@ fn first_flight_is_three_offload_frames_and_one_cut_segment() {
 /// charged at least half its buffer, so the queue takes nine buffers, about twice the send
 /// buffer, and the write stops there. Once the
 /// first flight is sent, its units (cut into MSS-sized entries that share their buffers)
-/// cost their bytes, and the writer may write again: charged per entry, 14,480 bytes in
-/// flight would have cost fifteen half-buffers and kept it blocked.
+/// cost their bytes, and the writer may write again, told so by the connection's event:
+/// charged per entry, 14,480 bytes in flight would have cost fifteen half-buffers and kept
+/// it blocked.
 #[test]
 fn unsent_small_units_are_charged_half_their_buffer() {
     let mut r = Rig::new(0.0, 1);
@@ -183,10 +184,14 @@ fn unsent_small_units_are_charged_half_their_buffer() {
     assert!(!r.a.tcp_readiness(c).unwrap().writable);
     assert_eq!(r.a.tcp_send(c, &[7u8; 1000]), Err(Error::WouldBlock));
 
-    // IW10: three units and the front of a fourth go out (as in the test above).
+    // IW10: three units and the front of a fourth go out (as in the test above). Sending
+    // opened the room, so the connection's event says so (a sleeping writer hears of it
+    // now, not at the next ACK).
+    while r.a.poll_event().is_some() {}
     r.a.dispatch(r.now);
     assert_eq!(r.a.tcp_info(c).unwrap().stats.segs_out, 2 + 10);
     assert!(r.a.tcp_readiness(c).unwrap().writable, "sent pieces cost their bytes");
+    assert_eq!(r.a.poll_event(), Some(ackclock::Event::Tcp(c)));
     assert!(r.a.tcp_send(c, &[7u8; 4344]).unwrap() > 0);
 }
 

@@ -278,8 +278,14 @@ impl Tcp {
             i += 1;
             let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { continue };
             tcb.dirty = false;
+            // With offload, sending opens send room (`usrreq::send_room`: unsent units are
+            // charged half a buffer): a writer that found none hears of it now, not at the
+            // next ACK.
+            let charge = self.seg_charge;
+            let full = charge > usrreq::MIN_SEGMENT_CHARGE && usrreq::send_room(tcb, charge) == 0;
             let mut env = env!(self, now, pool, &mut *iface, &mut *tx);
             output::output(&mut env, tcb);
+            let opened = full && usrreq::send_room(tcb, charge) > 0;
             // A full ring may have stopped it with more to send: it goes back on the list
             // (at the end, behind the others), or nothing but the next ACK or timer would
             // let the rest of its window out.
@@ -289,6 +295,9 @@ impl Tcp {
             }
             let time_wait = tcb.state == State::TimeWait && !tcb.dirty;
             let earliest = tcb.timers.earliest();
+            if opened {
+                self.events.mark(idx);
+            }
             self.rearm_at(idx, earliest);
             if time_wait {
                 self.compact_time_wait(now, idx);

@@ -59,18 +59,20 @@ pub(crate) const MIN_SEGMENT_CHARGE: usize = 256;
 /// least half full (32 KiB or more, the whole of a bulk transfer once cwnd has grown) still
 /// costs just its bytes. Sent units are charged their bytes: a sent unit is cut into
 /// MSS-sized entries that share its one buffer (`sndq::slice_sent`), so charging entries
-/// would charge a buffer some 45 times, and what is in flight is bounded by cwnd and the
-/// window.
+/// would charge a buffer some 45 times, and the bytes in flight are bounded by cwnd and the
+/// window. (After a retransmission timeout the pieces count as unsent again until they are
+/// sent again, each in a buffer of its own then.) Since sending opens room, the output
+/// marks a connection's event when it does (`Tcp::output_dirty`).
 pub(crate) fn segment_charge(buffer_size: usize) -> usize {
     MIN_SEGMENT_CHARGE.max(buffer_size / 2)
 }
 
 /// Free send buffer. Each queued segment costs at least [`MIN_SEGMENT_CHARGE`] bytes (as
 /// Linux charges an skb's truesize), so tiny writes cannot pin a pbuf per byte; with
-/// segmentation offload the segments not yet sent, but for the tail, cost at least `charge`
-/// each ([`segment_charge`]), so partly filled 64 KiB buffers do not pin memory beyond the
-/// send buffer's measure either. Without offload `charge` is the minimum.
-fn send_room(tcb: &tcb::Tcb, charge: usize) -> usize {
+/// segmentation offload the segments not yet sent, but for the tail, cost together at least
+/// `charge` each ([`segment_charge`]), so partly filled 64 KiB buffers do not pin memory
+/// beyond the send buffer's measure either. Without offload `charge` is the minimum.
+pub(crate) fn send_room(tcb: &tcb::Tcb, charge: usize) -> usize {
     let mut charged = tcb.snd_queued.max(tcb.sndq.len() * MIN_SEGMENT_CHARGE);
     let unsent = tcb.sndq.len().saturating_sub(tcb.snd_nxt_idx);
     // The tail, which the next write fills, costs its bytes: so a bulk writer's queue of
