@@ -119,9 +119,7 @@ impl Stack {
         if tcp.config.tso && caps.tso_max > 0 {
             // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)
             // whose payload fits one pool buffer.
-            tcp.set_gso_max(caps.tso_max.saturating_sub(20 + 60).min(room));
-            // Units of a few MSS in 64 KiB buffers: charged half a buffer while unsent.
-            tcp.set_buffer_size(pool.buffer_size());
+            tcp.set_gso_max(caps.tso_max.saturating_sub(20 + 60).min(room), pool.buffer_size());
         }
         Ok(Stack {
             iface: Interface::new(config.iface, caps),

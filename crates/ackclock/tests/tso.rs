@@ -164,11 +164,10 @@ fn first_flight_is_three_offload_frames_and_one_cut_segment() {
 /// of them (charged 256 bytes each), and once reused at full size they held 4 MB for a
 /// 256 KiB buffer. Each unsent segment but the tail (which the next write would fill) is
 /// charged at least half its buffer, so the queue takes nine buffers, about twice the send
-/// buffer, and the write stops there. Once the
-/// first flight is sent, its units (cut into MSS-sized entries that share their buffers)
-/// cost their bytes, and the writer may write again, told so by the connection's event:
-/// charged per entry, 14,480 bytes in flight would have cost fifteen half-buffers and kept
-/// it blocked.
+/// buffer, and the write stops there. Once the first flight is sent, its units (cut into
+/// MSS-sized entries that share their buffers) cost their bytes, and the writer may write
+/// again, told so by the connection's event: charged per entry, 14,480 bytes in flight
+/// would have cost fifteen half-buffers and kept it blocked.
 #[test]
 fn unsent_small_units_are_charged_half_their_buffer() {
     let mut r = Rig::new(0.0, 1);

@@ -39,10 +39,11 @@
 //! **Untouched until used.** A buffer that was never allocated is on neither list: the
 //! allocating end hands out `fresh`, `fresh + 1`, ... only when both lists are empty (or
 //! look so to an allocation racing another's take-over: harmless, a buffer made resident a
-//! little early), and its link and count live in zero-filled memory no one writes before. So a pool of 32,768
-//! buffers costs, until the load needs them, the address space of its buffers and of its
-//! 8 bytes per buffer of links and counts, and the memory of the buffers in use: the pool a
-//! relay sizes for its busiest moment no longer costs 256 KiB of RAM at start.
+//! little early), and its link and count live in zero-filled memory no one writes before.
+//! So a pool of 32,768 buffers costs, until the load needs them, the address space of its
+//! buffers and of its 8 bytes per buffer of links and counts, and the memory of the buffers
+//! in use: the pool a relay sizes for its busiest moment no longer costs 256 KiB of RAM at
+//! start.
 
 use super::sync::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use super::PBuf;

@@ -191,15 +191,15 @@ impl Tcp {
     }
 
     /// Let connections queue segments of up to `max` payload bytes for a device that cuts
-    /// them (segmentation offload); 0 turns it off.
-    pub(crate) fn set_gso_max(&mut self, max: usize) {
+    /// them (segmentation offload), each in a pool buffer of `buffer_size` bytes, and charge
+    /// each unsent one at least half its buffer against its send buffer
+    /// (`usrreq::segment_charge`); 0 turns both off.
+    pub(crate) fn set_gso_max(&mut self, max: usize, buffer_size: usize) {
         self.gso_max = max;
-    }
-
-    /// With segmentation offload: charge each unsent send segment at least half a pool
-    /// buffer of `buffer_size` bytes against its send buffer (`usrreq::segment_charge`).
-    pub(crate) fn set_buffer_size(&mut self, buffer_size: usize) {
-        self.seg_charge = usrreq::segment_charge(buffer_size);
+        self.seg_charge = match max {
+            0 => usrreq::MIN_SEGMENT_CHARGE,
+            _ => usrreq::segment_charge(buffer_size),
+        };
     }
 
     /// The settings every connection starts from.
