@@ -30,10 +30,10 @@ fn rss_kib(pid: u32) -> u64 {
 /// Loaded, the relay stays under this. Measured peaks with 16 streams: 16-25 MiB on a
 /// plain TUN and 16-19 MiB with offloads in the runs of 2026-11-27 (39 MiB with offloads in
 /// an earlier build of the same day): 16 connections' 256 KiB buffers each way, the device
-/// rings, the binary. The bound leaves room for the spread from run to
-/// run (how the kernel batches, how far each stream's window opens) and still catches a
-/// leak or a queue that grows past its buffer: the pools' reserve is far larger (1 GiB of
-/// address space with offloads).
+/// rings, the binary. The bound leaves room for the spread from run to run (how the kernel
+/// batches, how far each stream's window opens) and still catches a leak or a queue that
+/// grows past its buffer: the pools' reserve is far larger (1 GiB of address space with
+/// offloads).
 const LOADED_BOUND_KIB: u64 = 80 * 1024;
 
 both_modes!(rss_stays_bounded_and_returns_near_idle, |mode| {
