@@ -277,12 +277,15 @@ impl Tcp {
                     s.sent == 0 && s.buf.len() < seg_size && s.buf.tailroom() > 0 && s.buf.is_unique()
                 });
             if !tail_has_room {
-                // An unsent buffer costs at least `charge`: look at the room again before
-                // taking one more (a unit can be a few MSS in a 64 KiB buffer, early in a
-                // connection).
-                room = room.min(send_room(tcb, charge));
-                if room == 0 {
-                    break;
+                // With offload an unsent buffer costs at least `charge`: look at the room
+                // again before taking one more (a unit can be a few MSS in a 64 KiB buffer,
+                // early in a connection). Without, a segment costs its bytes (or the
+                // minimum) and the room counted down by the copies is the room.
+                if charge > MIN_SEGMENT_CHARGE {
+                    room = room.min(send_room(tcb, charge));
+                    if room == 0 {
+                        break;
+                    }
                 }
                 let Ok(buf) = pool.alloc() else {
                     counters.drop(DropReason::NoBuffer);
