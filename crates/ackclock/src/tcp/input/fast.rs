@@ -114,15 +114,25 @@ pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predic
 /// the fast path never needs it.
 #[inline(never)]
 pub(crate) fn header_sum(ph_sum: u16, seg: &[u8], hl: usize) -> u16 {
-    let ne = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as u64;
+    // Eight bytes at a time, each addition's carry added back (RFC 1071 §2(C): any word size
+    // with end-around carry gives the same folded sum).
+    let q =
+        |b: &[u8], i: usize| b.get(i..i + 8).and_then(|w| w.first_chunk::<8>()).map_or(0, |w| u64::from_ne_bytes(*w));
+    let d =
+        |b: &[u8], i: usize| b.get(i..i + 4).and_then(|w| w.first_chunk::<4>()).map_or(0, |w| u32::from_ne_bytes(*w));
+    let add = |a: u64, b: u64| {
+        let (s, c) = a.overflowing_add(b);
+        s + c as u64
+    };
     // The pseudo-header sum and the length join the header's words in the order the words
     // were loaded (byte-swapped on a little-endian machine), so that one fold ends it.
     let mut words = ph_sum.to_be() as u64 + (seg.len() as u16).to_be() as u64;
     if let Some(h) = seg.first_chunk::<20>() {
-        words += ne(h, 0) + ne(h, 4) + ne(h, 8) + ne(h, 12) + ne(h, 16);
+        // Below 2^34 before the first wide addition: no carry is lost.
+        words = add(add(words + d(h, 16) as u64, q(h, 0)), q(h, 8));
     }
     if let (32, Some(t)) = (hl, seg.first_chunk::<32>()) {
-        words += ne(t, 20) + ne(t, 24) + ne(t, 28);
+        words = add(add(words, q(t, 20)), d(t, 28) as u64);
     }
     u16::from_be(checksum::fold(words))
 }
