@@ -307,12 +307,18 @@ impl Stack {
             }
             return;
         }
-        let ethernet = self.iface.capabilities().ethernet;
+        let (ethernet, rx_checksum) = (self.iface.capabilities().ethernet, self.iface.capabilities().rx_checksum);
         while let Some(frame) = batch.pop() {
             self.tcp.counters.frames_in += 1;
+            self.lro.followed = batch.len() >= 2;
             match ethernet {
                 true => self.offer::<COMMON_TCP_OFFSET>(frame),
                 false => self.offer::<COMMON_TCP_OFFSET_IP>(frame),
+            }
+            // The frames that continue the aggregate this one joined, in one loop.
+            if self.lro.run_live() {
+                let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+                self.tcp.run_batch(&mut self.lro, self.now, batch, rx_checksum, &mut self.done, io);
             }
         }
         self.flush_all(Flush::Batch);

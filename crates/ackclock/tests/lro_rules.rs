@@ -548,3 +548,168 @@ fn vlan_tagged_padded_acks_merge() {
     assert_eq!((k.lro_aggregates, k.lro_acks, k.fast_path_acks, k.slow_path), (1, 2, 3, slow), "{k:?}");
     assert_eq!(t.stack.tcp_info(conn).unwrap().cwnd, 16 * MSS);
 }
+
+// ---------------------------------------------------------------------------------------
+// Runs: the frames behind an aggregate's last one, taken by comparing their headers with
+// its headers (`tcp::lro::run`). Each case puts, in the middle of a batch, a frame whose
+// headers match the ones before it but for a field the run must check again; the stack
+// must then do what it does with aggregation off.
+// ---------------------------------------------------------------------------------------
+
+/// The IPv4 header sum of the 20 bytes at `ip`, written into its checksum field.
+fn fix_ip_checksum(f: &mut [u8], ip: usize) {
+    f[ip + 10..ip + 12].fill(0);
+    let sum = ackclock::wire::checksum::sum(&f[ip..ip + 20]);
+    f[ip + 10..ip + 12].copy_from_slice(&(!sum).to_be_bytes());
+}
+
+/// Feed the frames `frames` makes as one batch to a stack with aggregation on and to one
+/// with it off, each set up by `make`, and check that both send the same segments, read the
+/// same bytes, drop the same frames for the same reasons and end with the same windows.
+/// Returns the aggregating stack's counters.
+fn as_without_aggregation(
+    make: impl Fn(Aggregation) -> (Script, TcpHandle),
+    frames: impl Fn(&Script) -> Vec<Vec<u8>>,
+) -> Counters {
+    let mut seen = vec![];
+    let mut counters = vec![];
+    for on in [Aggregation::ON, Aggregation::OFF] {
+        let (mut t, conn) = make(on);
+        let f = frames(&t);
+        batch_raw(&mut t, 10, &f);
+        let sent = t.sent_now();
+        let read = recv_all(&mut t, conn);
+        let k = c(&t);
+        let drops = (k.drops_malformed, k.drops_bad_checksum, k.drops_paws, k.drops_out_of_window, k.drops_bad_ack);
+        let i = t.stack.tcp_info(conn).unwrap();
+        seen.push((sent, read, drops, (i.cwnd, i.flight, i.snd_wnd, i.rcv_wnd, i.state)));
+        counters.push(k);
+    }
+    assert_eq!(seen[0], seen[1], "aggregation on (left) and off (right)");
+    counters[0]
+}
+
+/// A run compares the whole frame but the IPv4 checksum, which it checks again: a frame
+/// whose header sum is wrong is dropped as the IPv4 layer drops it (RFC 1122 §3.2.1.2), and
+/// the segment after it is out of order.
+#[test]
+fn a_run_drops_a_frame_with_a_bad_ipv4_header_checksum() {
+    let k = as_without_aggregation(
+        |on| established(on, seg("S").win(65535).mss(1460)),
+        |t| {
+            let mut f: Vec<Vec<u8>> = data(0, 6).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+            f[3][14 + 10] ^= 0x01;
+            f
+        },
+    );
+    // A run took frames 1 and 2 (frame 0 began the aggregate) and stopped at frame 3.
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_run_frames, k.drops_bad_checksum), (1, 3, 2, 1), "{k:?}");
+}
+
+/// The IPv4 identification and checksum may change along a run; a TTL change is not in
+/// the mask, so that frame takes the ordinary path, which merges it as well and makes the
+/// template for the frames after it: one aggregate of eight.
+#[test]
+fn a_run_takes_new_identifications_and_a_ttl_change_merges_on_the_ordinary_path() {
+    let k = as_without_aggregation(
+        |on| established(on, seg("S").win(65535).mss(1460)),
+        |t| {
+            let mut f: Vec<Vec<u8>> = data(0, 8).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+            for (i, f) in f.iter_mut().enumerate() {
+                f[14 + 4..14 + 6].copy_from_slice(&(7 * i as u16).to_be_bytes());
+                if i >= 4 {
+                    f[14 + 8] = 63;
+                }
+                fix_ip_checksum(f, 14);
+            }
+            f
+        },
+    );
+    // The run takes frames 1 to 3 and, from the template frame 4 made, 5 to 7.
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_batch, k.lro_run_frames), (1, 8, 1, 6), "{k:?}");
+}
+
+/// A run goes on past a full aggregate: the frame after the sixteenth opens the next
+/// aggregate as the ordinary path would, and the run takes every frame after the first.
+#[test]
+fn a_run_goes_on_past_a_full_aggregate() {
+    let k = as_without_aggregation(
+        |on| established(on, seg("S").win(65535).mss(1460)),
+        |t| data(0, 40).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect(),
+    );
+    let flushes = (k.lro_flush_full, k.lro_flush_batch);
+    assert_eq!((k.lro_aggregates, k.lro_segments, flushes, k.lro_run_frames), (3, 40, (2, 1), 39), "{k:?}");
+}
+
+/// The receive window is the connection's, not the template's: with a receive buffer of
+/// four segments, the fifth and sixth frames of a run do not fit and are not taken
+/// (RFC 9293 §3.10.7.4: a segment beyond the window is not acceptable).
+#[test]
+fn a_run_stops_at_the_receive_window() {
+    let make = |on| {
+        let mut t = Script::new(TcpConfig { recv_buffer: 4 * MSS as usize, ..TcpConfig::default() });
+        t.stack.set_aggregation(on);
+        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+        let c = t.accept_with(l, seg("S").win(65535).mss(1460));
+        (t, c)
+    };
+    let k = as_without_aggregation(make, |t| {
+        data(0, 6).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect()
+    });
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_run_frames), (1, 4, 3), "{k:?}");
+}
+
+/// Timestamps along a run: a TSval older than the aggregate's newest is not taken and ends
+/// the aggregate (a flush counted as other); the ordinary path then decides it against
+/// TS.Recent (RFC 7323 §5.3), which here still holds the SYN's value (segments whose
+/// checksum waits for the copy update it once verified, §4.3), so it is accepted and
+/// begins the next aggregate, as without aggregation.
+#[test]
+fn a_run_checks_paws() {
+    let k = as_without_aggregation(
+        |on| established(on, seg("S").win(65535).mss(1460).ts(100, 0)),
+        |t| {
+            let ecr = t.log[0].ts.unwrap().0;
+            let mss = MSS - 12;
+            let tsval = [200, 201, 202, 150, 203, 204];
+            (0..6u32)
+                .map(|i| {
+                    let s = seg(".").seq(P + i * mss).ack(1).len(mss as usize).ts(tsval[i as usize], ecr);
+                    t.frame(&s, &payload(P + i * mss, mss as usize))
+                })
+                .collect()
+        },
+    );
+    assert_eq!(
+        (k.lro_aggregates, k.lro_segments, k.lro_flush_other, k.drops_paws, k.lro_run_frames),
+        (2, 6, 1, 0, 4),
+        "{k:?}"
+    );
+}
+
+/// A run of pure ACKs checks each ACK's TCP checksum (software checksum): a bad one is
+/// dropped and counted, and congestion control hears the others, as without aggregation.
+#[test]
+fn a_run_of_acks_drops_a_bad_tcp_checksum() {
+    let k = as_without_aggregation(
+        |on| sender(on, 40),
+        |t| {
+            let mut f: Vec<Vec<u8>> =
+                [ack(1), ack(2), ack(3), ack(4), ack(5)].iter().map(|s| t.frame(s, &[])).collect();
+            f[2][14 + 20 + 16] ^= 0x10;
+            f
+        },
+    );
+    assert_eq!((k.drops_bad_checksum, k.lro_acks, k.lro_run_frames), (1, 3, 3), "{k:?}");
+}
+
+/// An ACK beyond what was sent is not taken by a run (RFC 9293 §3.10.7.4: it acknowledges
+/// something not yet sent).
+#[test]
+fn a_run_of_acks_stops_at_an_ack_of_unsent_data() {
+    let k = as_without_aggregation(
+        |on| sender(on, 10),
+        |t| [ack(1), ack(2), ack(3), ack(30), ack(4)].iter().map(|s| t.frame(s, &[])).collect(),
+    );
+    assert_eq!((k.lro_acks, k.lro_run_frames), (2, 2), "{k:?}");
+}

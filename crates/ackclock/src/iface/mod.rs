@@ -114,10 +114,19 @@ pub(crate) const COMMON_TCP_OFFSET_TAGGED: usize = 14 + 4 + 20;
 /// alone) verifies: its five words, summed in native order (RFC 1071 §2(B): the
 /// ones'-complement sum does not depend on byte order), fold to all ones.
 #[inline(always)]
-fn ipv4_header_ok<const N: usize>(frame: &[u8; N]) -> bool {
+pub(crate) fn ipv4_header_ok<const N: usize>(frame: &[u8; N]) -> bool {
     let w = |i: usize| u32::from_ne_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]) as u64;
     let o = N - 20;
     checksum::fold(w(o) + w(o + 4) + w(o + 8) + w(o + 12) + w(o + 16)) == 0xffff
+}
+
+/// What the device vouched for on `frame` (`rx_checksum`: it verifies every frame): (the
+/// IPv4 header and the transport checksum are verified, the transport checksum is good).
+#[inline(always)]
+pub(crate) fn checksum_state_of(rx_checksum: bool, frame: &PBuf) -> (bool, bool) {
+    let flags = frame.meta.flags;
+    let verified = rx_checksum || flags.contains(Flags::CSUM_VERIFIED);
+    (verified, verified || flags.contains(Flags::CSUM_PARTIAL))
 }
 
 impl TcpIngress {
@@ -284,13 +293,9 @@ impl Interface {
         self.config.any_destination && !dst.is_broadcast() && !dst.is_multicast() && !dst.is_unspecified()
     }
 
-    /// What the device vouched for: (the IPv4 header and the transport checksum are
-    /// verified, the transport checksum is good).
     #[inline(always)]
     fn checksum_state(&self, frame: &PBuf) -> (bool, bool) {
-        let flags = frame.meta.flags;
-        let verified = self.caps.rx_checksum || flags.contains(Flags::CSUM_VERIFIED);
-        (verified, verified || flags.contains(Flags::CSUM_PARTIAL))
+        checksum_state_of(self.caps.rx_checksum, frame)
     }
 
     /// The common frame in one pass over its first 34 bytes: untagged IPv4 with a 20-byte

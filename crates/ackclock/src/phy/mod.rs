@@ -215,6 +215,15 @@ impl Batch {
         unsafe { self.slots.get_unchecked_mut(i) }.take()
     }
 
+    /// The frame at the front, left there.
+    #[inline]
+    pub fn front(&self) -> Option<&PBuf> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots.get(self.head)?.as_ref()
+    }
+
     /// Put a frame back at the front (a device that could not take it after all).
     #[inline]
     pub fn push_front(&mut self, frame: PBuf) -> Result<(), PBuf> {

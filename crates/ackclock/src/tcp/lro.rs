@@ -25,6 +25,10 @@
 //! the pool never stands lower than when the batch was filled), and the segments a merged
 //! ACK acknowledged at its flush.
 //!
+//! Behind a frame that merged, the frames of the same connection that follow it in the
+//! batch are taken by a run ([`run`]): their whole headers compared with that frame's as
+//! words, in one loop, with the connection in hand.
+//!
 //! [`Lro`] is the table of aggregates in progress: at most [`FLOWS`] connections, each at
 //! most [`MAX_SEGS`] segments (Linux GRO and gVisor hold about as many). Every aggregate is
 //! flushed at the end of its batch, so aggregation never delays anything past the batch.
@@ -72,6 +76,9 @@ use crate::iface::TcpIngress;
 use crate::stats::Counters;
 use crate::time::Instant;
 use crate::wire::tcp::TS_ONLY_PREFIX;
+
+mod run;
+pub(crate) use run::Run;
 
 /// Flows the table holds at once.
 pub const FLOWS: usize = 8;
@@ -192,6 +199,43 @@ struct Flow {
     acks: [u32; MAX_SEGS],
 }
 
+impl Flow {
+    /// The first segment of a data aggregate, in order at `seq` (`len` bytes, timestamps
+    /// `ts`, its checksum left for the copy if `unverified`): accounted for as the fast path
+    /// accounts for it, and the delayed-ACK state noted (see `lro_flush`).
+    #[inline(always)]
+    fn open_data(
+        &mut self,
+        now: Instant,
+        tcb: &mut Tcb,
+        seq: SeqNumber,
+        len: u32,
+        ts: Option<(u32, u32)>,
+        unverified: bool,
+    ) {
+        self.seq = seq;
+        self.len = len;
+        self.ts = ts;
+        self.tsval = ts.map_or(0, |t| t.0);
+        self.unverified = unverified;
+        self.had_delack = tcb.timers.delack.is_some();
+        if tcb.quickack.enabled {
+            quick_ack_on_data(now, tcb);
+        }
+        in_order_queued(tcb, len, unverified);
+    }
+
+    /// The first ACK of an aggregate of pure ACKs.
+    #[inline(always)]
+    fn open_ack(&mut self, seq: SeqNumber, ack: SeqNumber, ts: Option<(u32, u32)>) {
+        self.seq = seq;
+        self.ack = ack;
+        self.acks[0] = ack.0;
+        self.ts = ts;
+        self.tsval = ts.map_or(0, |t| t.0);
+    }
+}
+
 /// The aggregation table of a stack.
 #[derive(Debug)]
 pub struct Lro {
@@ -203,6 +247,11 @@ pub struct Lro {
     victim: usize,
     /// The slot last found.
     last: usize,
+    /// The aggregate the next frames are predicted to join, from the last one's headers.
+    run: Run,
+    /// At least two frames follow the one being offered in its batch: a run is worth
+    /// beginning (`run::Run::begin`).
+    pub(crate) followed: bool,
 }
 
 impl Lro {
@@ -223,7 +272,7 @@ impl Lro {
             had_delack: false,
             acks: [0; MAX_SEGS],
         };
-        Lro { on, flows: [none; FLOWS], used: 0, victim: 0, last: 0 }
+        Lro { on, flows: [none; FLOWS], used: 0, victim: 0, last: 0, run: Run::NONE, followed: false }
     }
 
     /// Whether any kind of aggregation is on.
@@ -232,10 +281,36 @@ impl Lro {
         self.on.data || self.on.acks
     }
 
+    /// Whether frames are predicted to continue an aggregate (see `run`).
+    #[inline(always)]
+    pub(crate) fn run_live(&self) -> bool {
+        self.run.live()
+    }
+
     /// The slots holding a flow.
     #[inline]
     pub(crate) fn held(&self) -> u32 {
         self.used
+    }
+
+    /// A new aggregate of connection `idx` in the free slot `s`, of one segment or ACK.
+    #[inline(always)]
+    fn open(&mut self, s: usize, idx: u32, kind: Kind, checksum_ok: bool, tos: u8) -> &mut Flow {
+        self.used |= 1 << s;
+        self.last = s;
+        let f = &mut self.flows[s];
+        f.idx = idx;
+        f.kind = kind;
+        f.n = 1;
+        f.checksum_ok = checksum_ok;
+        f.tos = tos;
+        f
+    }
+
+    /// The slot a new aggregate takes: a free one (`None` if the table is full).
+    #[inline(always)]
+    fn free_slot(&self) -> Option<usize> {
+        (0..FLOWS).find(|&i| self.used & (1 << i) == 0)
     }
 
     /// The slot of connection `idx`'s aggregate, if it has one.
@@ -337,7 +412,7 @@ impl Tcp {
         // The IPv4 header's TOS byte, 19 bytes before the TCP header.
         let tos = off.checked_sub(19).and_then(|i| data.get(i)).copied().unwrap_or(0);
         if let Some(s) = lro.find(idx) {
-            if let Some(out) = self.merge(lro, s, now, ing, off, seg, tos, io.re()) {
+            if let Some(out) = self.merge(lro, s, now, ing, off, data, seg, tos, io.re()) {
                 return out;
             }
         }
@@ -369,7 +444,7 @@ impl Tcp {
             _ => Kind::Data,
         };
         // A slot for a new aggregate: a free one, or the next victim's, flushed.
-        let s = match (0..FLOWS).find(|&i| lro.used & (1 << i) == 0) {
+        let s = match lro.free_slot() {
             Some(s) => s,
             None => {
                 let v = lro.victim;
@@ -381,36 +456,26 @@ impl Tcp {
         let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
             return Fast::Slow;
         };
-        let f = &mut lro.flows[s];
-        f.idx = idx;
-        f.kind = kind;
-        f.n = 1;
-        f.checksum_ok = ing.checksum_ok;
-        f.tos = tos;
-        lro.used |= 1 << s;
-        lro.last = s;
+        let f = lro.open(s, idx, kind, ing.checksum_ok, tos);
         self.counters.segs_in += 1;
         tcb.stats.segs_in += 1;
         match p {
             Predicted::Data { seq, hl, len, unverified, tsval } => {
-                f.seq = seq;
-                f.len = len;
-                f.ts = tsval.map(|v| (v, ts_ecr(seg)));
-                f.tsval = tsval.unwrap_or(0);
-                f.unverified = unverified.is_some();
-                f.had_delack = tcb.timers.delack.is_some();
-                if tcb.quickack.enabled {
-                    quick_ack_on_data(now, tcb);
-                }
-                in_order_queued(tcb, len, unverified.is_some());
+                f.open_data(now, tcb, seq, len, tsval.map(|v| (v, ts_ecr(seg))), unverified.is_some());
+                lro.run.begin(lro.followed, s, &lro.flows[s], tcb.ph_sum, data, off, hl);
                 Fast::Queue(Queue { idx, seq, off: (off + hl) as u32, len, unverified })
             }
             Predicted::Ack { seq, ack, ts } => {
-                f.seq = seq;
-                f.ack = ack;
-                f.acks[0] = ack.0;
-                f.ts = ts;
-                f.tsval = ts.map_or(0, |t| t.0);
+                f.open_ack(seq, ack, ts);
+                lro.run.begin(
+                    lro.followed,
+                    s,
+                    &lro.flows[s],
+                    tcb.ph_sum,
+                    data,
+                    off,
+                    if ts.is_some() { 32 } else { 20 },
+                );
                 Fast::Done
             }
             Predicted::BadChecksum => Fast::Done,
@@ -428,6 +493,7 @@ impl Tcp {
         now: Instant,
         ing: TcpIngress,
         off: usize,
+        data: &[u8],
         seg: &[u8],
         tos: u8,
         io: Io<'_>,
@@ -456,21 +522,26 @@ impl Tcp {
                     (false, true) => Some(Flush::Full),
                     _ => None,
                 };
-                if let Some(why) = why {
-                    self.lro_flush(lro, s, why, now, io);
+                match why {
+                    Some(why) => self.lro_flush(lro, s, why, now, io),
+                    None => lro.run.begin(lro.followed, s, &lro.flows[s], tcb.ph_sum, data, off, hl),
                 }
                 return Some(Fast::Queue(Queue { idx, seq, off: (off + hl) as u32, len, unverified }));
             }
             (Some(Predicted::Ack { ack, ts, .. }), Kind::Ack)
                 if same && f.ack < ack && ts.is_none_or(|(v, _)| !ts_older(v, f.tsval)) =>
             {
-                f.acks[f.n as usize] = ack.0;
-                f.ack = ack;
-                f.ts = ts;
-                f.tsval = ts.map_or(0, |t| t.0);
-                // Counted (segs_in, lro_acks) at the flush, which comes in this batch.
-                f.n += 1;
-                f.n as usize >= MAX_SEGS
+                let full = merge_ack(f, ack, ts);
+                lro.run.begin(
+                    lro.followed,
+                    s,
+                    &lro.flows[s],
+                    tcb.ph_sum,
+                    data,
+                    off,
+                    if ts.is_some() { 32 } else { 20 },
+                );
+                full
             }
             _ => {
                 let why = why_not(f, tcb, seg, tos, ing.checksum_ok);
@@ -490,6 +561,7 @@ impl Tcp {
     pub(crate) fn lro_flush(&mut self, lro: &mut Lro, s: usize, why: Flush, now: Instant, io: Io<'_>) {
         why.count(&mut self.counters);
         lro.used &= !(1 << s);
+        lro.run.end(s);
         let f = &lro.flows[s];
         let idx = f.idx;
         // The segments merged after the first, which `merge` leaves to be counted here.
@@ -534,6 +606,19 @@ impl Tcp {
             self.rearm(idx);
         }
     }
+}
+
+/// `merge`'s bookkeeping for an ACK that merged into `f` (its timestamps `ts`): whether
+/// the aggregate is full.
+#[inline(always)]
+fn merge_ack(f: &mut Flow, ack: SeqNumber, ts: Option<(u32, u32)>) -> bool {
+    f.acks[f.n as usize] = ack.0;
+    f.ack = ack;
+    f.ts = ts;
+    f.tsval = ts.map_or(0, |t| t.0);
+    // Counted (segs_in, lro_acks) at the flush, which comes in this batch.
+    f.n += 1;
+    f.n as usize >= MAX_SEGS
 }
 
 /// The TSecr of a segment with the NOP NOP TS layout (0 without it).

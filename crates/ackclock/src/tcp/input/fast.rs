@@ -56,6 +56,15 @@ pub(crate) enum Predicted {
     BadChecksum,
 }
 
+/// Header prediction's first test on the segment `seg`: its offset/flags/window word, as
+/// loaded and masked, against `tcb.pred_flags`.
+#[inline(always)]
+pub(crate) fn flags_predicted(tcb: &Tcb, seg: &[u8]) -> bool {
+    seg.get(12..16)
+        .and_then(|b| b.first_chunk::<4>())
+        .is_some_and(|w| u32::from_ne_bytes(*w) & wire(FMASK) == tcb.pred_flags)
+}
+
 /// Header prediction: one masked compare of the offset/flags/window word against
 /// `tcb.pred_flags`, `seq == rcv_nxt`, and with timestamps the NOP NOP TS layout and PAWS.
 /// `seg` is the TCP segment (header and payload); `checksum_ok` when the device verified it.
