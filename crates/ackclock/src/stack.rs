@@ -315,7 +315,8 @@ impl Stack {
                 true => self.offer::<COMMON_TCP_OFFSET>(frame),
                 false => self.offer::<COMMON_TCP_OFFSET_IP>(frame),
             }
-            // The frames that continue the aggregate this one joined, in one loop.
+            // The frames that continue the live run (begun by this frame or an earlier
+            // one: `tcp::lro::run`), in one loop.
             if self.lro.run_live() {
                 let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
                 self.tcp.run_batch(&mut self.lro, self.now, batch, rx_checksum, &mut self.done, io);

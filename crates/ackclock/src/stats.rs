@@ -152,8 +152,9 @@ counters! {
         lro_segments,
         /// Pure ACKs merged into a newer one (their buffers went back to the pool at once).
         lro_acks,
-        /// Segments and ACKs an aggregate took by comparing their frame's headers with the
-        /// previous frame's (a run, `tcp::lro::run`), without the per-frame checks.
+        /// Segments and ACKs that receive aggregation took by comparing their frame's
+        /// headers with a template frame's (a run, `tcp::lro::run`), without the ordinary
+        /// per-frame checks.
         lro_run_frames,
         /// Aggregation flows flushed because the batch ended.
         lro_flush_batch,

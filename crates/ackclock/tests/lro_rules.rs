@@ -5,7 +5,7 @@
 
 mod common;
 
-use ackclock::phy::Batch;
+use ackclock::phy::{Batch, Capabilities};
 use ackclock::tcp::{Aggregation, Counters, TcpConfig};
 use ackclock::TcpHandle;
 use common::script::*;
@@ -712,4 +712,68 @@ fn a_run_of_acks_stops_at_an_ack_of_unsent_data() {
         |t| [ack(1), ack(2), ack(3), ack(30), ack(4)].iter().map(|s| t.frame(s, &[])).collect(),
     );
     assert_eq!((k.lro_acks, k.lro_run_frames), (2, 2), "{k:?}");
+}
+
+/// The frames of a run, `segs` from the peer, as one batch.
+fn frames_of(t: &Script, segs: &[Seg]) -> Vec<Vec<u8>> {
+    segs.iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect()
+}
+
+/// A gap inside a run (segment 3 lost): the run stops at segment 4, which is not the next
+/// sequence number; the ordinary path flushes (counted as an order flush), queues it out of
+/// order and sends a duplicate ACK (RFC 5681 §4.2), as without aggregation.
+#[test]
+fn a_run_stops_at_a_gap() {
+    let k = as_without_aggregation(
+        |on| established(on, seg("S").win(65535).mss(1460)),
+        |t| {
+            let mut segs = data(0, 7);
+            segs.remove(3);
+            frames_of(t, &segs)
+        },
+    );
+    assert_eq!((k.lro_segments, k.lro_run_frames, k.lro_flush_order), (3, 2, 1), "{k:?}");
+}
+
+/// A window change inside a run: the window is in the template, so the frame takes the
+/// ordinary path, which flushes (counted as a window flush) and updates the send window.
+#[test]
+fn a_run_stops_at_a_window_change() {
+    let k = as_without_aggregation(
+        |on| established(on, seg("S").win(65535).mss(1460)),
+        |t| {
+            let mut segs = data(0, 6);
+            for s in &mut segs[4..] {
+                *s = s.clone().win(30000);
+            }
+            frames_of(t, &segs)
+        },
+    );
+    assert_eq!((k.lro_flush_window, k.lro_run_frames), (1, 3), "{k:?}");
+}
+
+/// A run of pure ACKs goes on past a full aggregate: twenty ACKs of 100 bytes each are
+/// aggregates of sixteen and four, and congestion control hears all twenty (RFC 3465).
+#[test]
+fn a_run_of_acks_goes_on_past_a_full_aggregate() {
+    let k = as_without_aggregation(
+        |on| sender(on, 10),
+        |t| (1..=20).map(|i| t.frame(&seg(".").seq(P).ack(1 + 100 * i).win(65535), &[])).collect(),
+    );
+    assert_eq!((k.lro_aggregates, k.lro_acks, k.lro_flush_full, k.lro_run_frames), (2, 18, 1, 19), "{k:?}");
+}
+
+/// Over a link without a link header (a TUN), the template starts at the IPv4 header: a
+/// run takes the frames after the first.
+#[test]
+fn a_run_over_a_tun() {
+    let make = |on| {
+        let mut t = Script::with_config(common::script::stack_config(), Capabilities::ip(1500));
+        t.stack.set_aggregation(on);
+        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+        let c = t.accept_with(l, seg("S").win(65535).mss(1460));
+        (t, c)
+    };
+    let k = as_without_aggregation(make, |t| frames_of(t, &data(0, 6)));
+    assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_run_frames), (1, 6, 5), "{k:?}");
 }

@@ -25,9 +25,10 @@
 //! the pool never stands lower than when the batch was filled), and the segments a merged
 //! ACK acknowledged at its flush.
 //!
-//! Behind a frame that merged, the frames of the same connection that follow it in the
-//! batch are taken by a run ([`run`]): their whole headers compared with that frame's as
-//! words, in one loop, with the connection in hand.
+//! Behind an untagged frame that merged or opened an aggregate, when at least two more
+//! frames wait in the batch, the frames of the same connection that follow are taken by a
+//! run ([`run`]): their whole headers compared with that frame's as words, in one loop,
+//! with the connection in hand.
 //!
 //! [`Lro`] is the table of aggregates in progress: at most [`FLOWS`] connections, each at
 //! most [`MAX_SEGS`] segments (Linux GRO and gVisor hold about as many). Every aggregate is

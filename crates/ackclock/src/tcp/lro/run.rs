@@ -27,11 +27,14 @@
 //! checksum of a pure ACK. PSH merges and ends the aggregate, as on the ordinary path. A
 //! frame that fails any check stays at the front of the batch for the ordinary path, which
 //! decides it from scratch: a run only ever takes a frame the ordinary path would have
-//! merged, and does to the aggregate what that path does.
+//! merged (or opened an aggregate with, below), and does to the aggregate what that path
+//! does.
 //!
-//! A flush ends the run, except a full aggregate's: then the next frame, if it continues
-//! the run, opens the next aggregate as the ordinary path would open it, and the run goes
-//! on. Each frame a run takes is counted (`lro_run_frames`).
+//! A flush ends the run, with one exception: when a frame the run took fills its aggregate,
+//! the next frame, if it continues the run, opens the next aggregate as the ordinary path
+//! would open it, and the run goes on with the same template. A run also outlives frames of
+//! other connections in between (they change neither its connection nor its aggregate; any
+//! frame that does flushes it). Each frame a run takes is counted (`lro_run_frames`).
 
 use super::{merge_ack, Flow, Kind, Lro, Tcp, MAX_SEGS, PSH};
 use crate::buf::{FreeChain, PBuf};
