@@ -288,6 +288,13 @@ impl Lro {
         self.run.live()
     }
 
+    /// Make frame `data` of aggregate `s` (its TCP header, `hl` bytes, at `off`; its
+    /// connection's pseudo-header sum `ph_sum`) the template of a run (`run::Run::begin`).
+    #[inline(always)]
+    fn begin_run(&mut self, s: usize, ph_sum: u16, data: &[u8], off: usize, hl: usize) {
+        self.run.begin(self.followed, s, &self.flows[s], ph_sum, data, off, hl);
+    }
+
     /// The slots holding a flow.
     #[inline]
     pub(crate) fn held(&self) -> u32 {
@@ -463,20 +470,12 @@ impl Tcp {
         match p {
             Predicted::Data { seq, hl, len, unverified, tsval } => {
                 f.open_data(now, tcb, seq, len, tsval.map(|v| (v, ts_ecr(seg))), unverified.is_some());
-                lro.run.begin(lro.followed, s, &lro.flows[s], tcb.ph_sum, data, off, hl);
+                lro.begin_run(s, tcb.ph_sum, data, off, hl);
                 Fast::Queue(Queue { idx, seq, off: (off + hl) as u32, len, unverified })
             }
             Predicted::Ack { seq, ack, ts } => {
                 f.open_ack(seq, ack, ts);
-                lro.run.begin(
-                    lro.followed,
-                    s,
-                    &lro.flows[s],
-                    tcb.ph_sum,
-                    data,
-                    off,
-                    if ts.is_some() { 32 } else { 20 },
-                );
+                lro.begin_run(s, tcb.ph_sum, data, off, if ts.is_some() { 32 } else { 20 });
                 Fast::Done
             }
             Predicted::BadChecksum => Fast::Done,
@@ -525,7 +524,7 @@ impl Tcp {
                 };
                 match why {
                     Some(why) => self.lro_flush(lro, s, why, now, io),
-                    None => lro.run.begin(lro.followed, s, &lro.flows[s], tcb.ph_sum, data, off, hl),
+                    None => lro.begin_run(s, tcb.ph_sum, data, off, hl),
                 }
                 return Some(Fast::Queue(Queue { idx, seq, off: (off + hl) as u32, len, unverified }));
             }
@@ -533,15 +532,7 @@ impl Tcp {
                 if same && f.ack < ack && ts.is_none_or(|(v, _)| !ts_older(v, f.tsval)) =>
             {
                 let full = merge_ack(f, ack, ts);
-                lro.run.begin(
-                    lro.followed,
-                    s,
-                    &lro.flows[s],
-                    tcb.ph_sum,
-                    data,
-                    off,
-                    if ts.is_some() { 32 } else { 20 },
-                );
+                lro.begin_run(s, tcb.ph_sum, data, off, if ts.is_some() { 32 } else { 20 });
                 full
             }
             _ => {
