@@ -174,7 +174,13 @@ fn main() {
     let c = stack.counters();
     eprintln!(
         "mode={mode} frames={n} offload={offload} tun={tun} batch={batch} lro={lro} fast_path_data={} fast_path_acks={} \
-         slow_path={} lro_aggregates={} lro_segments={} lro_acks={}",
-        c.fast_path_data, c.fast_path_acks, c.slow_path, c.lro_aggregates, c.lro_segments, c.lro_acks
+         slow_path={} lro_aggregates={} lro_segments={} lro_acks={} lro_run_frames={}",
+        c.fast_path_data,
+        c.fast_path_acks,
+        c.slow_path,
+        c.lro_aggregates,
+        c.lro_segments,
+        c.lro_acks,
+        c.lro_run_frames
     );
 }
