@@ -442,6 +442,7 @@ impl Tcp {
                     }
                 }
                 Kind::Ack => {
+                    debug_assert_eq!(r.header_sum(t.seg), r.header_sum_of(frame));
                     // (A bad checksum: the ordinary path counts the drop.)
                     if !(f.ack < t.ack && r.ack_fits(&t, tcb)) {
                         break;
