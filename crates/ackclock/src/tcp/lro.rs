@@ -248,7 +248,7 @@ pub struct Lro {
     victim: usize,
     /// The slot last found.
     last: usize,
-    /// The aggregate the next frames are predicted to join, from the last one's headers.
+    /// The aggregate the next frames are predicted to join, from a template frame's headers.
     run: Run,
     /// At least two frames follow the one being offered in its batch: a run is worth
     /// beginning (`run::Run::begin`).
