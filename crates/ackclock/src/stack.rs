@@ -307,7 +307,8 @@ impl Stack {
             }
             return;
         }
-        let (ethernet, rx_checksum) = (self.iface.capabilities().ethernet, self.iface.capabilities().rx_checksum);
+        let caps = self.iface.capabilities();
+        let (ethernet, rx_checksum) = (caps.ethernet, caps.rx_checksum);
         while let Some(frame) = batch.pop() {
             self.tcp.counters.frames_in += 1;
             self.lro.followed = batch.len() >= 2;

@@ -57,7 +57,8 @@ pub(crate) enum Predicted {
 }
 
 /// Header prediction's first test on the segment `seg`: its offset/flags/window word, as
-/// loaded and masked, against `tcb.pred_flags`.
+/// loaded and masked, against `tcb.pred_flags` (kept in wire order, so no byte swap; and
+/// `NO_PREDICTION` when prediction is off, which no masked word equals).
 #[inline(always)]
 pub(crate) fn flags_predicted(tcb: &Tcb, seg: &[u8]) -> bool {
     seg.get(12..16)
@@ -73,8 +74,7 @@ pub(crate) fn flags_predicted(tcb: &Tcb, seg: &[u8]) -> bool {
 pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predicted> {
     let h = seg.first_chunk::<20>()?;
     let ne = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    // Compared as loaded: `pred_flags` is kept in wire order, and is NO_PREDICTION when off.
-    if ne(12) & wire(FMASK) != tcb.pred_flags {
+    if !flags_predicted(tcb, h) {
         return None;
     }
     let seq = SeqNumber(u32::from_be(ne(4)));

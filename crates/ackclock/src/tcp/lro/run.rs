@@ -116,8 +116,6 @@ pub(crate) struct Run {
     /// terms).
     ip_sum: u64,
     tcp_sum: u64,
-    /// The connection's pseudo-header sum (for the debug builds' check of `tcp_sum`).
-    ph_sum: u16,
     /// The template's header words, masked, at offsets `min(8 i, off + hl - 8)`.
     tmpl: [u64; WORDS],
     /// Which bytes must equal the template's, as words at the same offsets ([`MASKS`]).
@@ -137,7 +135,6 @@ impl Run {
         moving: 0,
         ip_sum: 0,
         tcp_sum: 0,
-        ph_sum: 0,
         tmpl: [0; WORDS],
         mask: &MASKS[0][0][0],
     };
@@ -189,7 +186,6 @@ impl Run {
         };
         if ok {
             self.tcp_sum += ph_sum.to_be() as u64;
-            self.ph_sum = ph_sum;
             self.live = true;
             self.s = s as u8;
             self.idx = f.idx;
@@ -246,11 +242,11 @@ impl Run {
         u16::from_be(checksum::fold(self.tcp_sum + moved))
     }
 
-    /// `input::header_sum` of `frame`, from scratch (for the debug builds' check of
-    /// [`header_sum`](Self::header_sum)).
-    fn header_sum_of(&self, frame: &PBuf) -> u16 {
+    /// `input::header_sum` of `frame` from scratch, for a connection whose pseudo-header sum
+    /// is `ph_sum` (the debug builds' check of [`header_sum`](Self::header_sum)).
+    fn header_sum_of(&self, frame: &PBuf, ph_sum: u16) -> u16 {
         let seg = &frame.data()[self.off as usize..self.seg_end as usize];
-        crate::tcp::input::header_sum(self.ph_sum, seg, self.hl as usize)
+        crate::tcp::input::header_sum(ph_sum, seg, self.hl as usize)
     }
 
     /// Whether `data` is as long as the template's frame and equal to it outside the mask.
@@ -425,7 +421,7 @@ impl Tcp {
                 Kind::Data => {
                     let Some(len) = r.data_fits(&t, tcb) else { break };
                     let seq = tcb.rcv_nxt;
-                    debug_assert_eq!(r.header_sum(t.seg), r.header_sum_of(frame));
+                    debug_assert_eq!(r.header_sum(t.seg), r.header_sum_of(frame, tcb.ph_sum));
                     let unverified =
                         (!t.checksum_ok).then(|| Unverified { header_sum: r.header_sum(t.seg), tsval: t.tsval });
                     in_order_queued(tcb, len, unverified.is_some());
@@ -442,7 +438,7 @@ impl Tcp {
                     }
                 }
                 Kind::Ack => {
-                    debug_assert_eq!(r.header_sum(t.seg), r.header_sum_of(frame));
+                    debug_assert_eq!(r.header_sum(t.seg), r.header_sum_of(frame, tcb.ph_sum));
                     // (A bad checksum: the ordinary path counts the drop.)
                     if !(f.ack < t.ack && r.ack_fits(&t, tcb)) {
                         break;
