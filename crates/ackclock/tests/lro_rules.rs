@@ -19,7 +19,11 @@ const MSS: u32 = 1460;
 
 /// A connection accepted from a peer whose SYN is `syn`, aggregation set to `on`.
 fn established(on: Aggregation, syn: Seg) -> (Script, TcpHandle) {
-    let mut t = Script::new(TcpConfig::default());
+    accepted(Script::new(TcpConfig::default()), on, syn)
+}
+
+/// [`established`] on the stack of `t`.
+fn accepted(mut t: Script, on: Aggregation, syn: Seg) -> (Script, TcpHandle) {
     t.stack.set_aggregation(on);
     let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
     let c = t.accept_with(l, syn);
@@ -27,7 +31,12 @@ fn established(on: Aggregation, syn: Seg) -> (Script, TcpHandle) {
 }
 
 fn plain() -> (Script, TcpHandle) {
-    established(Aggregation::ON, seg("S").win(65535).mss(1460))
+    plain_with(Aggregation::ON)
+}
+
+/// [`plain`], aggregation set to `on`.
+fn plain_with(on: Aggregation) -> (Script, TcpHandle) {
+    established(on, seg("S").win(65535).mss(1460))
 }
 
 /// The payload the peer sends at `seq` (a pattern of the sequence number).
@@ -37,8 +46,13 @@ fn payload(seq: u32, len: usize) -> Vec<u8> {
 
 /// Hand the stack one batch of segments from the peer at `ms`.
 fn batch(t: &mut Script, ms: u64, segs: &[Seg]) {
-    let frames: Vec<Vec<u8>> = segs.iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    let frames = frames_of(t, segs);
     batch_raw(t, ms, &frames);
+}
+
+/// The frames of the peer's segments `segs`, each with its payload.
+fn frames_of(t: &Script, segs: &[Seg]) -> Vec<Vec<u8>> {
+    segs.iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect()
 }
 
 fn batch_raw(t: &mut Script, ms: u64, frames: &[Vec<u8>]) {
@@ -115,10 +129,8 @@ fn data_aggregation_off_processes_each_segment() {
 /// (RFC 5681 §4.2): no ACK at once, one ACK when the timer fires.
 #[test]
 fn a_lone_segment_keeps_the_delayed_ack() {
-    let mut t = Script::new(TcpConfig { quick_acks: false, ..TcpConfig::default() });
-    t.stack.set_aggregation(Aggregation::ON);
-    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-    t.accept_with(l, seg("S").win(65535).mss(1460));
+    let t = Script::new(TcpConfig { quick_acks: false, ..TcpConfig::default() });
+    let (mut t, _) = accepted(t, Aggregation::ON, seg("S").win(65535).mss(1460));
     batch(&mut t, 10, &data(0, 1));
     t.expect_nothing(10);
     assert_eq!(c(&t).lro_aggregates, 0);
@@ -296,14 +308,8 @@ fn flows_interleave_and_a_full_table_flushes_one() {
         }
     }
     segs.extend([one(0, 8), one(1, 8)]);
-    let frames: Vec<Vec<u8>> = segs
-        .iter()
-        .map(|s| {
-            // The same payload for every connection, from its own sequence numbers.
-            t.frame(s, &payload(s.seq.unwrap(), s.len))
-        })
-        .collect();
-    batch_raw(&mut t, 10, &frames);
+    // The same payload for every connection, from its own sequence numbers.
+    batch(&mut t, 10, &segs);
     let k = c(&t);
     assert_eq!((k.lro_flush_table, k.lro_flush_batch), (1, 8), "{k:?}");
     assert_eq!((k.lro_aggregates, k.lro_segments), (9, 18));
@@ -317,13 +323,13 @@ fn flows_interleave_and_a_full_table_flushes_one() {
 #[test]
 fn an_uncommon_frame_flushes_every_flow() {
     let (mut t, conn) = plain();
-    let mut frames: Vec<Vec<u8>> = data(0, 2).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    let mut frames = frames_of(&t, &data(0, 2));
     let mut arp = frames[0].clone();
     arp.truncate(42);
     arp[12] = 0x08;
     arp[13] = 0x06;
     frames.push(arp);
-    frames.extend(data(2 * MSS, 2).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))));
+    frames.extend(frames_of(&t, &data(2 * MSS, 2)));
     batch_raw(&mut t, 10, &frames);
     let k = c(&t);
     assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_other, k.lro_flush_batch), (2, 4, 1, 1));
@@ -337,7 +343,7 @@ fn an_uncommon_frame_flushes_every_flow() {
 #[test]
 fn a_corrupted_segment_inside_an_aggregate_is_caught_at_the_copy() {
     let (mut t, conn) = plain();
-    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    let mut frames = frames_of(&t, &data(0, 4));
     frames[2][100] ^= 0x40;
     batch_raw(&mut t, 10, &frames);
     assert_eq!((c(&t).lro_aggregates, c(&t).lro_segments), (1, 4));
@@ -499,7 +505,7 @@ fn merged_ack_buffers_return_to_the_pool() {
 #[test]
 fn padding_past_the_ip_length_is_ignored_and_the_frame_merges() {
     let (mut t, conn) = plain();
-    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    let mut frames = frames_of(&t, &data(0, 4));
     frames[1].extend_from_slice(&[0xa5; 6]);
     batch_raw(&mut t, 10, &frames);
     assert_eq!((c(&t).lro_aggregates, c(&t).lro_segments), (1, 4));
@@ -519,7 +525,7 @@ fn tag(f: &mut Vec<u8>) {
 #[test]
 fn vlan_tagged_frames_aggregate_with_their_length_behind_the_tag() {
     let (mut t, conn) = plain();
-    let mut frames: Vec<Vec<u8>> = data(0, 4).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
+    let mut frames = frames_of(&t, &data(0, 4));
     for f in &mut frames[1..] {
         tag(f);
     }
@@ -594,14 +600,11 @@ fn as_without_aggregation(
 /// the segment after it is out of order.
 #[test]
 fn a_run_drops_a_frame_with_a_bad_ipv4_header_checksum() {
-    let k = as_without_aggregation(
-        |on| established(on, seg("S").win(65535).mss(1460)),
-        |t| {
-            let mut f: Vec<Vec<u8>> = data(0, 6).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
-            f[3][14 + 10] ^= 0x01;
-            f
-        },
-    );
+    let k = as_without_aggregation(plain_with, |t| {
+        let mut f = frames_of(t, &data(0, 6));
+        f[3][14 + 10] ^= 0x01;
+        f
+    });
     // A run took frames 1 and 2 (frame 0 began the aggregate) and stopped at frame 3.
     assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_run_frames, k.drops_bad_checksum), (1, 3, 2, 1), "{k:?}");
 }
@@ -611,20 +614,17 @@ fn a_run_drops_a_frame_with_a_bad_ipv4_header_checksum() {
 /// template for the frames after it: one aggregate of eight.
 #[test]
 fn a_run_takes_new_identifications_and_a_ttl_change_merges_on_the_ordinary_path() {
-    let k = as_without_aggregation(
-        |on| established(on, seg("S").win(65535).mss(1460)),
-        |t| {
-            let mut f: Vec<Vec<u8>> = data(0, 8).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect();
-            for (i, f) in f.iter_mut().enumerate() {
-                f[14 + 4..14 + 6].copy_from_slice(&(7 * i as u16).to_be_bytes());
-                if i >= 4 {
-                    f[14 + 8] = 63;
-                }
-                fix_ip_checksum(f, 14);
+    let k = as_without_aggregation(plain_with, |t| {
+        let mut f = frames_of(t, &data(0, 8));
+        for (i, f) in f.iter_mut().enumerate() {
+            f[14 + 4..14 + 6].copy_from_slice(&(7 * i as u16).to_be_bytes());
+            if i >= 4 {
+                f[14 + 8] = 63;
             }
-            f
-        },
-    );
+            fix_ip_checksum(f, 14);
+        }
+        f
+    });
     // The run takes frames 1 to 3 and, from the template frame 4 made, 5 to 7.
     assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_flush_batch, k.lro_run_frames), (1, 8, 1, 6), "{k:?}");
 }
@@ -633,10 +633,7 @@ fn a_run_takes_new_identifications_and_a_ttl_change_merges_on_the_ordinary_path(
 /// aggregate as the ordinary path would, and the run takes every frame after the first.
 #[test]
 fn a_run_goes_on_past_a_full_aggregate() {
-    let k = as_without_aggregation(
-        |on| established(on, seg("S").win(65535).mss(1460)),
-        |t| data(0, 40).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect(),
-    );
+    let k = as_without_aggregation(plain_with, |t| frames_of(t, &data(0, 40)));
     let flushes = (k.lro_flush_full, k.lro_flush_batch);
     assert_eq!((k.lro_aggregates, k.lro_segments, flushes, k.lro_run_frames), (3, 40, (2, 1), 39), "{k:?}");
 }
@@ -647,15 +644,10 @@ fn a_run_goes_on_past_a_full_aggregate() {
 #[test]
 fn a_run_stops_at_the_receive_window() {
     let make = |on| {
-        let mut t = Script::new(TcpConfig { recv_buffer: 4 * MSS as usize, ..TcpConfig::default() });
-        t.stack.set_aggregation(on);
-        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-        let c = t.accept_with(l, seg("S").win(65535).mss(1460));
-        (t, c)
+        let t = Script::new(TcpConfig { recv_buffer: 4 * MSS as usize, ..TcpConfig::default() });
+        accepted(t, on, seg("S").win(65535).mss(1460))
     };
-    let k = as_without_aggregation(make, |t| {
-        data(0, 6).iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect()
-    });
+    let k = as_without_aggregation(make, |t| frames_of(t, &data(0, 6)));
     assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_run_frames), (1, 4, 3), "{k:?}");
 }
 
@@ -714,24 +706,16 @@ fn a_run_of_acks_stops_at_an_ack_of_unsent_data() {
     assert_eq!((k.lro_acks, k.lro_run_frames), (2, 2), "{k:?}");
 }
 
-/// The frames of a run, `segs` from the peer, as one batch.
-fn frames_of(t: &Script, segs: &[Seg]) -> Vec<Vec<u8>> {
-    segs.iter().map(|s| t.frame(s, &payload(s.seq.unwrap(), s.len))).collect()
-}
-
 /// A gap inside a run (segment 3 lost): the run stops at segment 4, which is not the next
 /// sequence number; the ordinary path flushes (counted as an order flush), queues it out of
 /// order and sends a duplicate ACK (RFC 5681 §4.2), as without aggregation.
 #[test]
 fn a_run_stops_at_a_gap() {
-    let k = as_without_aggregation(
-        |on| established(on, seg("S").win(65535).mss(1460)),
-        |t| {
-            let mut segs = data(0, 7);
-            segs.remove(3);
-            frames_of(t, &segs)
-        },
-    );
+    let k = as_without_aggregation(plain_with, |t| {
+        let mut segs = data(0, 7);
+        segs.remove(3);
+        frames_of(t, &segs)
+    });
     assert_eq!((k.lro_segments, k.lro_run_frames, k.lro_flush_order), (3, 2, 1), "{k:?}");
 }
 
@@ -739,16 +723,13 @@ fn a_run_stops_at_a_gap() {
 /// ordinary path, which flushes (counted as a window flush) and updates the send window.
 #[test]
 fn a_run_stops_at_a_window_change() {
-    let k = as_without_aggregation(
-        |on| established(on, seg("S").win(65535).mss(1460)),
-        |t| {
-            let mut segs = data(0, 6);
-            for s in &mut segs[4..] {
-                *s = s.clone().win(30000);
-            }
-            frames_of(t, &segs)
-        },
-    );
+    let k = as_without_aggregation(plain_with, |t| {
+        let mut segs = data(0, 6);
+        for s in &mut segs[4..] {
+            *s = s.clone().win(30000);
+        }
+        frames_of(t, &segs)
+    });
     assert_eq!((k.lro_flush_window, k.lro_run_frames), (1, 3), "{k:?}");
 }
 
@@ -768,11 +749,8 @@ fn a_run_of_acks_goes_on_past_a_full_aggregate() {
 #[test]
 fn a_run_over_a_tun() {
     let make = |on| {
-        let mut t = Script::with_config(common::script::stack_config(), Capabilities::ip(1500));
-        t.stack.set_aggregation(on);
-        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-        let c = t.accept_with(l, seg("S").win(65535).mss(1460));
-        (t, c)
+        let t = Script::with_config(common::script::stack_config(), Capabilities::ip(1500));
+        accepted(t, on, seg("S").win(65535).mss(1460))
     };
     let k = as_without_aggregation(make, |t| frames_of(t, &data(0, 6)));
     assert_eq!((k.lro_aggregates, k.lro_segments, k.lro_run_frames), (1, 6, 5), "{k:?}");
