@@ -122,6 +122,10 @@ counters! {
         /// pass of its own, because an ACK (or the input path) had to cover them first: the
         /// fused copy (Jacobson 1993) lost, a second pass over the payload paid.
         csum_verified_early,
+        /// Of `csum_verified_early`, those checked because an ACK was about to cover them
+        /// (not because the input path needed `rcv_nxt` settled: a FIN, a segment out of
+        /// order or not deferrable).
+        csum_verified_for_ack,
         /// UDP datagrams received (well-formed, before the socket lookup).
         udp_in,
         /// UDP datagrams handed to the application (checksum good).

@@ -102,6 +102,15 @@ pub struct RuntimeStats {
     /// lowered the protocol thread's deadline, so that the device is watched again soon if
     /// no thread comes back (a timerfd system call each).
     pub handoffs: u64,
+    /// TCP segments taken in by split rounds: rounds whose output (the ACK of a reader's
+    /// connection) waits for the reader's copy, a watcher's input half over a TAP or TUN
+    /// or a blocking reader's held round over the pipe ("The reader's ACK after its copy").
+    pub split_round_segments: u64,
+    /// Received segments whose checksum split rounds, and the output halves that pay them
+    /// after the copy, checked in a pass of their own because an ACK was about to cover
+    /// them (the stack's `csum_verified_for_ack`, counted in those rounds only). Near zero
+    /// when the reader's buffer holds its receive buffer: the copy checked them first.
+    pub split_round_acks_early: u64,
     /// Times the protocol thread gave idle packet memory back
     /// ([`RuntimeConfig::keep_idle_memory`]).
     pub idle_memory_releases: u64,

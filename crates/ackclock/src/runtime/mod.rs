@@ -351,6 +351,8 @@ pub(crate) struct Shared {
     watches: AtomicU64,
     watch_rounds: AtomicU64,
     handoffs: AtomicU64,
+    split_round_segments: AtomicU64,
+    split_round_acks_early: AtomicU64,
     /// Frames the stack has received and sent, as of the last round (the protocol thread
     /// sees from it whether the device was quiet).
     frames_moved: AtomicU64,
@@ -650,6 +652,8 @@ impl Runtime {
             watches: AtomicU64::new(0),
             watch_rounds: AtomicU64::new(0),
             handoffs: AtomicU64::new(0),
+            split_round_segments: AtomicU64::new(0),
+            split_round_acks_early: AtomicU64::new(0),
             frames_moved: AtomicU64::new(0),
             idle_memory_releases: AtomicU64::new(0),
             idle_memory_released: AtomicU64::new(0),
@@ -697,6 +701,8 @@ impl Runtime {
             watches: s.watches.load(Ordering::Relaxed),
             watch_rounds: s.watch_rounds.load(Ordering::Relaxed),
             handoffs: s.handoffs.load(Ordering::Relaxed),
+            split_round_segments: s.split_round_segments.load(Ordering::Relaxed),
+            split_round_acks_early: s.split_round_acks_early.load(Ordering::Relaxed),
             idle_memory_releases: s.idle_memory_releases.load(Ordering::Relaxed),
             idle_memory_released: s.idle_memory_released.load(Ordering::Relaxed),
         }

@@ -276,6 +276,7 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
         let (next, ring_full) = {
             let mut g = shared.lock();
             let inner = &mut *g;
+            let split = (part != Part::Whole).then(|| split_counts(inner.stack.counters()));
             // The batch path: header prediction per frame, and receive aggregation over
             // the batch (`tcp::lro`), as `Stack::receive` does in a single-thread loop.
             inner.stack.process_batch(now, &mut self.rx);
@@ -303,6 +304,11 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
                     false
                 }
             };
+            if let Some((segs, early)) = split {
+                let (segs_now, early_now) = split_counts(inner.stack.counters());
+                shared.split_round_segments.fetch_add(segs_now - segs, Ordering::Relaxed);
+                shared.split_round_acks_early.fetch_add(early_now - early, Ordering::Relaxed);
+            }
             if shared.lingering.load(Ordering::Relaxed) && super::stop::drained(&inner.stack) {
                 shared.drained.notify_all();
             }
@@ -338,6 +344,11 @@ impl<D: RuntimeDevice> Rounds for Engine<D> {
     fn device_stats(&self) -> crate::phy::DeviceStats {
         self.dev.stats()
     }
+}
+
+/// The counters a split round adds to the runtime's (`RuntimeStats::split_round_segments`).
+fn split_counts(k: &crate::stats::Counters) -> (u64, u64) {
+    (k.segs_in, k.csum_verified_for_ack)
 }
 
 /// An application thread inside a blocking call over the pipe (see [`Shared::arrive`]);

@@ -424,7 +424,9 @@ fn sack_blocks_some(tcb: &mut Tcb, room: usize) -> SackBlocks {
 fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, option_room: usize) -> Hdr {
     if tcb.rcv_unverified > 0 {
         // An ACK must not cover data whose checksum is unchecked: check it now.
+        let before = env.counters.csum_verified_early;
         verify_pending(env, tcb);
+        env.counters.csum_verified_for_ack += env.counters.csum_verified_early - before;
     }
     let ack = tcb.ack_seq();
     let ts = tcb.ts_enabled.then(|| (tcb.ts_now(env.now), tcb.ts_recent));
