@@ -233,11 +233,11 @@ impl Run {
     /// not change, plus the moving word, the offset/flags/window word, the checksum and
     /// TSval.
     #[inline(always)]
-    fn header_sum(&self, seg: &[u8]) -> u16 {
-        let ts = if self.hl == 32 { ne32(seg, 24) } else { 0 };
-        let moved = ne32(seg, self.moving as usize) as u64
-            + ne32(seg, 12) as u64
-            + (ne32(seg, 16) & FIRST_TWO) as u64
+    fn header_sum<const HL: usize>(&self, tcp: &[u8; HL]) -> u16 {
+        let ts = if HL == 32 { ne32(tcp, 24) } else { 0 };
+        let moved = ne32(tcp, self.moving as usize) as u64
+            + ne32(tcp, 12) as u64
+            + (ne32(tcp, 16) & FIRST_TWO) as u64
             + ts as u64;
         u16::from_be(checksum::fold(self.tcp_sum + moved))
     }
@@ -249,25 +249,9 @@ impl Run {
         crate::tcp::input::header_sum(ph_sum, seg, self.hl as usize)
     }
 
-    /// Whether `data` is as long as the template's frame and equal to it outside the mask.
+    /// Whether the headers `h` equal the template's outside the mask.
     #[inline(always)]
-    fn matches(&self, data: &[u8]) -> bool {
-        if data.len() != self.frame_len as usize {
-            return false;
-        }
-        // One instance per header length, so that every load is at a constant offset.
-        match self.off + self.hl {
-            66 => self.same::<66>(data),
-            54 => self.same::<54>(data),
-            52 => self.same::<52>(data),
-            40 => self.same::<40>(data),
-            _ => false,
-        }
-    }
-
-    #[inline(always)]
-    fn same<const H: usize>(&self, data: &[u8]) -> bool {
-        let Some(h) = data.first_chunk::<H>() else { return false };
+    fn same<const H: usize>(&self, h: &[u8; H]) -> bool {
         let mut diff = 0;
         for i in 0..H.div_ceil(8) {
             let at = (8 * i).min(H - 8);
@@ -296,8 +280,9 @@ const LAST_TWO: u32 = u32::from_ne_bytes([0, 0, 0xff, 0xff]);
 
 /// A frame a run may take, as far as the template and the connection's header prediction
 /// go: its TCP segment, the device's word on its checksum, TSval and the ACK number.
-struct Taken<'a> {
-    seg: &'a [u8],
+struct Taken<'a, const HL: usize> {
+    /// Its TCP header.
+    tcp: &'a [u8; HL],
     checksum_ok: bool,
     tsval: Option<u32>,
     ack: SeqNumber,
@@ -309,31 +294,39 @@ impl Run {
     /// template's, the headers equal outside the mask, the IPv4 header checksum (unless
     /// vouched for, from the words that changed: the identification and the checksum
     /// itself), the offset/flags/window word, the next sequence number, PAWS.
+    ///
+    /// One instance per shape (the TCP header, `HL` bytes, at `OFF`; `H = OFF + HL`), so
+    /// that every load is at a constant offset.
     #[inline(always)]
-    fn take<'a>(&self, frame: &'a PBuf, rx_checksum: bool, tcb: &Tcb) -> Option<Taken<'a>> {
+    fn take<'a, const OFF: usize, const HL: usize, const H: usize>(
+        &self,
+        frame: &'a PBuf,
+        rx_checksum: bool,
+        tcb: &Tcb,
+    ) -> Option<Taken<'a, HL>> {
         let data = frame.data();
         let (verified, checksum_ok) = checksum_state_of(rx_checksum, frame);
-        if checksum_ok != self.checksum_ok || !self.matches(data) {
+        let h = data.first_chunk::<H>()?;
+        if checksum_ok != self.checksum_ok || data.len() != self.frame_len as usize || !self.same(h) {
             return None;
         }
-        let (off, ip) = (self.off as usize, self.off as usize - 20);
         if !verified {
-            let moved = (ne32(data, ip + 4) & FIRST_TWO) as u64 + (ne32(data, ip + 8) & LAST_TWO) as u64;
+            let moved = (ne32(h, OFF - 16) & FIRST_TWO) as u64 + (ne32(h, OFF - 12) & LAST_TWO) as u64;
             let ok = checksum::fold(self.ip_sum + moved) == 0xffff;
-            debug_assert_eq!(ok, data.get(ip..off).and_then(|h| h.first_chunk::<20>()).is_some_and(ipv4_header_ok));
+            debug_assert_eq!(ok, h[OFF - 20..].first_chunk::<20>().is_some_and(ipv4_header_ok));
             if !ok {
                 return None;
             }
         }
-        let seg = data.get(off..self.seg_end as usize)?;
-        if !flags_predicted(tcb, seg) || SeqNumber(be32(seg, 4)) != tcb.rcv_nxt {
+        let tcp = h[OFF..].first_chunk::<HL>()?;
+        if !flags_predicted(tcb, tcp) || SeqNumber(be32(tcp, 4)) != tcb.rcv_nxt {
             return None;
         }
-        let tsval = (self.hl == 32).then(|| be32(seg, 24));
+        let tsval = (HL == 32).then(|| be32(tcp, 24));
         if tsval.is_some_and(|v| ts_older(v, tcb.ts_recent)) {
             return None;
         }
-        Some(Taken { seg, checksum_ok, tsval, ack: SeqNumber(be32(seg, 8)) })
+        Some(Taken { tcp, checksum_ok, tsval, ack: SeqNumber(be32(tcp, 8)) })
     }
 
     /// `predict`'s checks of in-order data against the connection, for a frame `t` of the
@@ -341,8 +334,9 @@ impl Run {
     /// receive window, and no short segment with its checksum deferred. Returns its
     /// payload length.
     #[inline(always)]
-    fn data_fits(&self, t: &Taken, tcb: &Tcb) -> Option<u32> {
-        let len = (t.seg.len() - self.hl as usize) as u32;
+    fn data_fits<const HL: usize>(&self, t: &Taken<HL>, tcb: &Tcb) -> Option<u32> {
+        // Every frame of the run has the template's IPv4 total length.
+        let len = self.seg_end - self.off as u32 - HL as u32;
         let ok = !(t.checksum_ok && tcb.rcv_unverified != 0)
             && t.ack == tcb.snd_una
             && tcb.fits_window(tcb.rcv_nxt, len)
@@ -353,8 +347,8 @@ impl Run {
     /// `predict`'s checks of a pure ACK: it acknowledges new data that was sent, and its
     /// checksum is good.
     #[inline(always)]
-    fn ack_fits(&self, t: &Taken, tcb: &Tcb) -> bool {
-        tcb.snd_una < t.ack && t.ack <= tcb.snd_max && (t.checksum_ok || self.header_sum(t.seg) == 0xffff)
+    fn ack_fits<const HL: usize>(&self, t: &Taken<HL>, tcb: &Tcb) -> bool {
+        tcb.snd_una < t.ack && t.ack <= tcb.snd_max && (t.checksum_ok || self.header_sum(t.tcp) == 0xffff)
     }
 }
 
@@ -373,18 +367,39 @@ impl Tcp {
         batch: &mut Batch,
         rx_checksum: bool,
         done: &mut FreeChain,
+        io: Io<'_>,
+    ) {
+        // One instance of the loop per shape of the headers (`Run::take`).
+        match (lro.run.off, lro.run.hl) {
+            (34, 32) => self.run_shaped::<34, 32, 66>(lro, now, batch, rx_checksum, done, io),
+            (34, 20) => self.run_shaped::<34, 20, 54>(lro, now, batch, rx_checksum, done, io),
+            (20, 32) => self.run_shaped::<20, 32, 52>(lro, now, batch, rx_checksum, done, io),
+            (20, 20) => self.run_shaped::<20, 20, 40>(lro, now, batch, rx_checksum, done, io),
+            _ => {}
+        }
+    }
+
+    /// [`run_batch`](Self::run_batch) for a TCP header of `HL` bytes at `OFF` (`H = OFF + HL`).
+    #[inline(always)]
+    fn run_shaped<const OFF: usize, const HL: usize, const H: usize>(
+        &mut self,
+        lro: &mut Lro,
+        now: Instant,
+        batch: &mut Batch,
+        rx_checksum: bool,
+        done: &mut FreeChain,
         mut io: Io<'_>,
     ) {
         let r = lro.run;
         let mut s = r.s as usize;
         loop {
-            let Some(why) = self.run_merge(&r, lro, s, batch, rx_checksum, done) else { return };
+            let Some(why) = self.run_merge::<OFF, HL, H>(&r, lro, s, batch, rx_checksum, done) else { return };
             let tos = lro.flows[s].tos;
             self.lro_flush(lro, s, why, now, io.re());
             if why != Flush::Full {
                 return;
             }
-            match self.run_open(&r, lro, now, batch, rx_checksum, done, tos) {
+            match self.run_open::<OFF, HL, H>(&r, lro, now, batch, rx_checksum, done, tos) {
                 Some(next) => {
                     s = next;
                     lro.run = Run { s: s as u8, ..r };
@@ -398,7 +413,7 @@ impl Tcp {
     /// they end with, if any (`None`: a frame that does not continue the run, or the end
     /// of the batch).
     #[inline(always)]
-    fn run_merge(
+    fn run_merge<const OFF: usize, const HL: usize, const H: usize>(
         &mut self,
         r: &Run,
         lro: &mut Lro,
@@ -409,11 +424,11 @@ impl Tcp {
     ) -> Option<Flush> {
         let tcb = self.slots.get_mut(r.idx as usize).and_then(|s| s.tcb.as_deref_mut())?;
         let f = &mut lro.flows[s];
-        let (off, hl) = (r.off as usize, r.hl as usize);
         let mut why = None;
         while let Some(frame) = batch.front() {
             // The aggregate's TSval may not go back (`merge`).
-            let Some(t) = r.take(frame, rx_checksum, tcb).filter(|t| t.tsval.is_none_or(|v| !ts_older(v, f.tsval)))
+            let Some(t) =
+                r.take::<OFF, HL, H>(frame, rx_checksum, tcb).filter(|t| t.tsval.is_none_or(|v| !ts_older(v, f.tsval)))
             else {
                 break;
             };
@@ -421,29 +436,29 @@ impl Tcp {
                 Kind::Data => {
                     let Some(len) = r.data_fits(&t, tcb) else { break };
                     let seq = tcb.rcv_nxt;
-                    debug_assert_eq!(r.header_sum(t.seg), r.header_sum_of(frame, tcb.ph_sum));
+                    debug_assert_eq!(r.header_sum(t.tcp), r.header_sum_of(frame, tcb.ph_sum));
                     let unverified =
-                        (!t.checksum_ok).then(|| Unverified { header_sum: r.header_sum(t.seg), tsval: t.tsval });
+                        (!t.checksum_ok).then(|| Unverified { header_sum: r.header_sum(t.tcp), tsval: t.tsval });
                     in_order_queued(tcb, len, unverified.is_some());
                     f.tsval = t.tsval.unwrap_or(0);
                     // Counted (segs_in) at the flush, which comes in this batch.
                     f.n += 1;
                     // PSH merges and ends the aggregate, as `merge` does.
-                    why = match t.seg[13] & PSH != 0 {
+                    why = match t.tcp[13] & PSH != 0 {
                         true => Some(Flush::Push),
                         false => (f.n as usize >= MAX_SEGS).then_some(Flush::Full),
                     };
                     if let Some(frame) = batch.pop() {
-                        tcb.rcvq.push_frame(seq, frame, (off + hl) as u32, len, unverified);
+                        tcb.rcvq.push_frame(seq, frame, H as u32, len, unverified);
                     }
                 }
                 Kind::Ack => {
-                    debug_assert_eq!(r.header_sum(t.seg), r.header_sum_of(frame, tcb.ph_sum));
+                    debug_assert_eq!(r.header_sum(t.tcp), r.header_sum_of(frame, tcb.ph_sum));
                     // (A bad checksum: the ordinary path counts the drop.)
                     if !(f.ack < t.ack && r.ack_fits(&t, tcb)) {
                         break;
                     }
-                    why = merge_ack(f, t.ack, t.tsval.map(|v| (v, be32(t.seg, 28)))).then_some(Flush::Full);
+                    why = merge_ack(f, t.ack, t.tsval.map(|v| (v, be32(t.tcp, 28)))).then_some(Flush::Full);
                     if let Some(frame) = batch.pop() {
                         done.put(frame);
                     }
@@ -463,7 +478,7 @@ impl Tcp {
     /// returns that slot; `None` if the frame does not continue the run.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn run_open(
+    fn run_open<const OFF: usize, const HL: usize, const H: usize>(
         &mut self,
         r: &Run,
         lro: &mut Lro,
@@ -474,9 +489,9 @@ impl Tcp {
         tos: u8,
     ) -> Option<usize> {
         let tcb = self.slots.get_mut(r.idx as usize).and_then(|s| s.tcb.as_deref_mut())?;
-        let t = r.take(batch.front()?, rx_checksum, tcb)?;
+        let t = r.take::<OFF, HL, H>(batch.front()?, rx_checksum, tcb)?;
         let kind = match lro.flows[r.s as usize].kind {
-            Kind::Data if lro.on.data && t.seg[13] & PSH == 0 => Kind::Data,
+            Kind::Data if lro.on.data && t.tcp[13] & PSH == 0 => Kind::Data,
             Kind::Ack if lro.on.acks && r.ack_fits(&t, tcb) => Kind::Ack,
             _ => return None,
         };
@@ -488,15 +503,15 @@ impl Tcp {
         let f = lro.open(s, r.idx, kind, t.checksum_ok, tos);
         self.counters.segs_in += 1;
         tcb.stats.segs_in += 1;
-        let (ts, ack) = (t.tsval.map(|v| (v, be32(t.seg, 28))), t.ack);
+        let (ts, ack) = (t.tsval.map(|v| (v, be32(t.tcp, 28))), t.ack);
         let unverified = (kind == Kind::Data && !t.checksum_ok)
-            .then(|| Unverified { header_sum: r.header_sum(t.seg), tsval: t.tsval });
+            .then(|| Unverified { header_sum: r.header_sum(t.tcp), tsval: t.tsval });
         let frame = batch.pop()?;
         let seq = tcb.rcv_nxt;
         match kind {
             Kind::Data => {
                 f.open_data(now, tcb, seq, len, ts, unverified.is_some());
-                tcb.rcvq.push_frame(seq, frame, (r.off + r.hl) as u32, len, unverified);
+                tcb.rcvq.push_frame(seq, frame, H as u32, len, unverified);
             }
             Kind::Ack => {
                 f.open_ack(seq, ack, ts);
