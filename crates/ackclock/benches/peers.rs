@@ -648,14 +648,16 @@ mod ack {
             let (ca, cb) = (self.a.counters(), self.b.counters());
             let info = self.a.tcp_info(self.client).ok();
             format!(
-                "sender: retransmitted {} tx_dropped {} eff_mss {:?} timestamps {:?}; receiver: fast-path data {} slow path {} tx_dropped {}",
+                "sender: retransmitted {} tx_dropped {} eff_mss {:?} timestamps {:?}; receiver: fast-path data {} slow path {} tx_dropped {} aggregates {} run frames {}",
                 ca.retransmitted,
                 ca.tx_dropped,
                 info.map(|i| i.eff_mss),
                 info.map(|i| i.timestamps),
                 cb.fast_path_data,
                 cb.slow_path,
-                cb.tx_dropped
+                cb.tx_dropped,
+                cb.lro_aggregates,
+                cb.lro_run_frames
             )
         }
     }

@@ -12,7 +12,7 @@
 
 use super::env::Env;
 use super::header::{words, write_words, Template};
-use super::output::{acked_sent, arm_rexmt, minshall_holds, window_field, Fields};
+use super::output::{acked_sent, arm_rexmt, mark_partial, minshall_holds, partial_sums, window_field, Fields};
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{State, Tcb, TxSeg};
@@ -95,9 +95,11 @@ pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut 
     if len > mss || seg.sent > 0 || !seg.buf.is_unique() {
         return None;
     }
-    let payload_sum = seg.buf.cached_sum_from(0)?;
+    // The payload's cached sum, unless the device completes the checksum.
+    let partial = partial_sums(env);
+    let payload_sum = if partial { None } else { Some(seg.buf.cached_sum_from(0)?) };
     let (src, dst) = (tcb.tuple.local_addr, tcb.tuple.remote_addr);
-    let (w, hl) = words(&tcb.tuple, seq, f.ack, flags, f.window, f.ts, len as usize, Some(payload_sum));
+    let (w, hl) = words(&tcb.tuple, seq, f.ack, flags, f.window, f.ts, len as usize, payload_sum);
     let (pre, ident) = env.iface.prebuilt(env.now, &tcb.hop, src, dst, IpProtocol::TCP)?;
     let below = pre.len();
     let Ok(out) = seg.buf.prepend(below + hl) else {
@@ -107,7 +109,7 @@ pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut 
     let (link_ip, tcp) = out.split_at_mut(below);
     pre.write(link_ip, hl + len as usize, ident);
     write_words(tcp, &w);
-    send_first(env, seg, hl + below);
+    send_first(env, seg, hl, below, partial);
     // `send_data`'s bookkeeping for a first transmission of one segment without FIN.
     let end = seq + len;
     sent_new_data(env, tcb, seq, len as u64);
@@ -168,8 +170,9 @@ pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
     // Only ACKs and timers move the windows: one read each per pass.
     let limit = tcb.snd_wnd.min(tcb.cwnd());
     let first_seq = tcb.snd_nxt;
+    let partial = partial_sums(env);
     // The first segment's checks, then the pass's template and headers.
-    let mut next = match next_new(env, tcb, limit, mss) {
+    let mut next = match next_new(env, tcb, limit, mss, partial) {
         Ok(s) => s,
         Err(done) => return (false, done),
     };
@@ -199,7 +202,7 @@ pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
         let (link_ip, tcp) = out.split_at_mut(below);
         pre.write(link_ip, hl + len as usize, env.iface.take_ident());
         tmpl.write(tcp, seq, last, len as usize, payload_sum);
-        send_first(env, seg, hl + below);
+        send_first(env, seg, hl, below, partial);
         let end = seq + len;
         tcb.snd_nxt = end;
         tcb.snd_max = end;
@@ -209,7 +212,7 @@ pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
         }
         n += 1;
         bytes += len as u64;
-        next = match next_new(env, tcb, limit, mss) {
+        next = match next_new(env, tcb, limit, mss, partial) {
             Ok(s) => s,
             Err(done) => break done,
         };
@@ -229,10 +232,18 @@ pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
     (true, done)
 }
 
-/// The next segment [`send_new`] may send: its sequence number, length, payload sum and
-/// whether it is the queue's last; or where the pass stops, as `Err(done)` (see there).
+/// The next segment [`send_new`] may send: its sequence number, length, payload sum (none
+/// if `partial`: the device completes the checksum) and whether it is the queue's last; or
+/// where the pass stops, as `Err(done)` (see there).
 #[inline(always)]
-fn next_new(env: &Env, tcb: &Tcb, limit: u32, mss: u32) -> Result<(SeqNumber, u32, u16, bool), bool> {
+#[allow(clippy::type_complexity)]
+fn next_new(
+    env: &Env,
+    tcb: &Tcb,
+    limit: u32,
+    mss: u32,
+    partial: bool,
+) -> Result<(SeqNumber, u32, Option<u16>, bool), bool> {
     if env.tx.is_full() {
         return Err(true);
     }
@@ -243,7 +254,7 @@ fn next_new(env: &Env, tcb: &Tcb, limit: u32, mss: u32) -> Result<(SeqNumber, u3
     if seq != tcb.snd_nxt || len > mss || seg.sent > 0 {
         return Err(false);
     }
-    let payload_sum = seg.buf.cached_sum_from(0).ok_or(false)?;
+    let payload_sum = if partial { None } else { Some(seg.buf.cached_sum_from(0).ok_or(false)?) };
     let last = idx + 1 == tcb.sndq.len();
     // The FIN goes with the last segment: the general path sends it.
     if last && tcb.fin_queued {
@@ -262,13 +273,17 @@ fn next_new(env: &Env, tcb: &Tcb, limit: u32, mss: u32) -> Result<(SeqNumber, u3
     Ok((seq, len, payload_sum, last))
 }
 
-/// A segment's first transmission, its headers (`headers` bytes) just written in front of
-/// its payload: the device gets a shared handle to the frame, the queue's view goes back to
-/// the payload, and the segment is marked sent now.
+/// A segment's first transmission, its headers (TCP's `hl` bytes and `below` them the link
+/// and IPv4 headers) just written in front of its payload: the device gets a shared handle
+/// to the frame (marked for it to complete the checksum if `partial`), the queue's view goes
+/// back to the payload, and the segment is marked sent now.
 #[inline(always)]
-fn send_first(env: &mut Env, seg: &mut TxSeg, headers: usize) {
-    let frame = seg.buf.share();
-    let _ = seg.buf.trim_front(headers);
+fn send_first(env: &mut Env, seg: &mut TxSeg, hl: usize, below: usize, partial: bool) {
+    let mut frame = seg.buf.share();
+    if partial {
+        mark_partial(&mut frame, below);
+    }
+    let _ = seg.buf.trim_front(hl + below);
     seg.sent = 1;
     seg.sent_at = env.now;
     push(env.tx, frame, env.counters);

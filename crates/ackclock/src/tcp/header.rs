@@ -154,6 +154,8 @@ pub(super) struct Template {
     pub hl: usize,
     /// Sum of the constant words and of the pseudo-header without its length.
     sum: u64,
+    /// Sum of the pseudo-header without its length alone (for a device to complete).
+    pseudo: u64,
 }
 
 impl Template {
@@ -165,21 +167,28 @@ impl Template {
         if ts.is_some() {
             sum += TS_PREFIX as u64 + w[6] as u64 + w[7] as u64;
         }
-        sum += tuple.local_addr.to_bits() as u64 + tuple.remote_addr.to_bits() as u64 + IpProtocol::TCP.0 as u64;
-        Template { words: w, hl, sum }
+        let pseudo = tuple.local_addr.to_bits() as u64 + tuple.remote_addr.to_bits() as u64 + IpProtocol::TCP.0 as u64;
+        Template { words: w, hl, sum: sum + pseudo, pseudo }
     }
 
     /// Write the header of a segment of `len` payload bytes whose sum is `payload_sum` at
     /// `seq` (with PSH if `push`) into `out` ([`hl`](Self::hl) bytes): the bytes
-    /// [`words`] gives for the same fields.
+    /// [`words`] gives for the same fields (with `None`, the pseudo-header sum for a device
+    /// to complete).
     #[inline(always)]
-    pub fn write(&self, out: &mut [u8], seq: SeqNumber, push: bool, len: usize, payload_sum: u16) {
+    pub fn write(&self, out: &mut [u8], seq: SeqNumber, push: bool, len: usize, payload_sum: Option<u16>) {
         let mut w = self.words;
         let psh = if push { (TcpFlags::PSH.bits() as u32) << 16 } else { 0 };
         w[1] = seq.0;
         w[3] |= psh;
-        let acc = self.sum + seq.0 as u64 + psh as u64 + (self.hl + len) as u16 as u64 + payload_sum as u64;
-        w[4] = (checksum::finish(checksum::fold(acc)) as u32) << 16;
+        let tcp_len = (self.hl + len) as u16 as u64;
+        w[4] = match payload_sum {
+            Some(p) => {
+                let acc = self.sum + seq.0 as u64 + psh as u64 + tcp_len + p as u64;
+                (checksum::finish(checksum::fold(acc)) as u32) << 16
+            }
+            None => (checksum::fold(self.pseudo + tcp_len) as u32) << 16,
+        };
         write_words(out, &w);
     }
 }
@@ -237,7 +246,7 @@ mod tests {
 
     /// A segment written from a pass's template is byte for byte the one the words of its
     /// own fields give: random tuples, ACKs, windows, timestamps or none, PSH or not, lengths
-    /// and payload sums.
+    /// and payload sums or none.
     #[test]
     fn the_template_writes_the_plain_header() {
         let mut rng = Rng::new(11);
@@ -251,9 +260,10 @@ mod tests {
                 let seq = SeqNumber(rng.next_u64() as u32);
                 let push = rng.next_u64() & 1 == 1;
                 let len = rng.below(65_000) as usize;
-                let psum = rng.next_u64() as u16;
+                // A payload sum, or none (the device completes the checksum).
+                let psum = (rng.next_u64() % 4 != 0).then(|| rng.next_u64() as u16);
                 let flags = if push { TcpFlags::ACK | TcpFlags::PSH } else { TcpFlags::ACK };
-                let (w, hl) = words(&tuple, seq, ack, flags, window, ts, len, Some(psum));
+                let (w, hl) = words(&tuple, seq, ack, flags, window, ts, len, psum);
                 assert_eq!(t.hl, hl);
                 let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
                 t.write(&mut a[..hl], seq, push, len, psum);

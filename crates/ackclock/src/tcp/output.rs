@@ -602,6 +602,26 @@ pub(crate) fn send_bare(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: Tcp
     true
 }
 
+/// Whether the device completes the TCP checksum of every data segment (transmit checksum
+/// offload, `Capabilities::tx_checksum`): the application's bytes are then copied without
+/// summing them ([`Tcp::send`](super::Tcp)), and each segment leaves with the pseudo-header
+/// sum in its checksum field and `CSUM_PARTIAL`, as Linux sends `CHECKSUM_PARTIAL` skbs.
+#[inline(always)]
+pub(super) fn partial_sums(env: &Env) -> bool {
+    env.iface.capabilities().tx_checksum
+}
+
+/// Mark `frame`, whose TCP header starts `below` bytes in, for the device to complete its
+/// checksum: it sums from the TCP header to the end, and stores the result in the checksum
+/// field (`csum_start`, `csum_offset`, as virtio-net's `NEEDS_CSUM`).
+#[inline(always)]
+pub(super) fn mark_partial(frame: &mut PBuf, below: usize) {
+    let m = &mut frame.meta;
+    m.flags.insert(Flags::CSUM_PARTIAL);
+    m.csum_start = below as u16;
+    m.csum_offset = 16; // the TCP checksum field
+}
+
 /// Send send-queue segment `idx` (its whole payload), with FIN if asked; `memo` carries the
 /// header fields from one segment of a pass to the next ([`pass_hdr`]).
 fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Option<Fields>) -> bool {
@@ -622,13 +642,15 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Opt
     }
     // A segment of more than one MSS is cut by the device (segmentation offload): every
     // piece repeats this header, so it carries no SACK blocks, and the device completes the
-    // checksums, so the payload sum is not needed.
+    // checksums, so the payload sum is not needed. Nor is it when the device completes
+    // every checksum (`partial_sums`).
     let mss = tcb.eff_mss as u32;
     let gso = len > mss;
+    let partial = gso || partial_sums(env);
     let room = (tcb.smss as usize).saturating_sub(len as usize).min(40);
     let h = pass_hdr(env, tcb, seq, flags, room, memo);
     let seg = &mut tcb.sndq[idx];
-    let payload_sum = match (gso, seg.buf.cached_sum_from(0)) {
+    let payload_sum = match (partial, seg.buf.cached_sum_from(0)) {
         (true, _) => None,
         (false, Some(s)) => Some(s),
         (false, None) => Some(checksum::sum(seg.buf.data())),
@@ -671,12 +693,12 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Opt
     seg.sent += 1;
     seg.sent_at = env.now;
     let mut pieces = 1;
+    if partial {
+        mark_partial(&mut frame, below);
+    }
     if gso {
-        let m = &mut frame.meta;
-        m.flags.insert(Flags::CSUM_PARTIAL | Flags::GSO_TCPV4);
-        m.csum_start = below as u16;
-        m.csum_offset = 16; // the TCP checksum field
-        m.gso_size = mss as u16;
+        frame.meta.flags.insert(Flags::GSO_TCPV4);
+        frame.meta.gso_size = mss as u16;
         pieces = slice_sent(tcb, idx, mss);
     }
     env.iface.link_output(env.now, frame, next, env.pool, env.tx, env.counters);

@@ -77,14 +77,19 @@ fn rotate_back<T>(q: &mut VecDeque<T>, at: usize, n: usize) {
 }
 
 /// Give segment `idx` a buffer of its own (copy of the payload) because the old one is
-/// still held elsewhere.
+/// still held elsewhere; summed during the copy unless the device completes checksums.
 pub(super) fn unshare(env: &mut Env, tcb: &mut Tcb, idx: usize) -> bool {
     let Ok(mut fresh) = env.pool.alloc() else {
         env.counters.drop(DropReason::NoBuffer);
         return false;
     };
     let seg = &mut tcb.sndq[idx];
-    if fresh.append_copy_sum(seg.buf.data()).is_err() {
+    let src = seg.buf.data();
+    let copied = match super::output::partial_sums(env) {
+        true => fresh.append(src.len()).map(|d| d.copy_from_slice(src)),
+        false => fresh.append_copy_sum(src).map(|_| ()),
+    };
+    if copied.is_err() {
         env.counters.drop(DropReason::NoBuffer);
         return false;
     }

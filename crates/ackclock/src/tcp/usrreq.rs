@@ -215,13 +215,24 @@ impl Tcp {
         Ok(idx)
     }
 
-    /// Queue application bytes: copied once into pbufs, summed during the copy.
+    /// Queue application bytes: copied once into pbufs, summed during the copy unless the
+    /// device completes the checksums (`output::partial_sums`).
     pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool) -> Result<usize, RequestError> {
         let mut rest = data;
+        let copy_only = self.copy_only;
         self.send_with(idx, pool, data.len(), |buf, room| {
             let n = room.min(rest.len());
             // Cannot fail: `room` fits the tailroom and the buffer is unique.
-            let _ = buf.append_copy_sum(&rest[..n]);
+            match copy_only {
+                true => {
+                    if let Ok(dst) = buf.append(n) {
+                        dst.copy_from_slice(&rest[..n]);
+                    }
+                }
+                false => {
+                    let _ = buf.append_copy_sum(&rest[..n]);
+                }
+            }
             rest = &rest[n..];
             n
         })

@@ -14,14 +14,14 @@
 //! ```
 #![allow(dead_code)]
 
-use ackclock::buf::PoolConfig;
+use ackclock::buf::{Flags, PBuf, PoolConfig};
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::Capabilities;
 use ackclock::tcp::TcpConfig;
 use ackclock::time::{Duration, Instant};
 use ackclock::wire::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, SackBlocks, TcpFlags,
-    TcpPacket, TcpRepr,
+    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, SackBlocks,
+    TcpFlags, TcpPacket, TcpRepr,
 };
 use ackclock::{Stack, StackConfig};
 use core::fmt;
@@ -225,6 +225,21 @@ pub fn stack_config() -> StackConfig {
     c
 }
 
+/// The bytes of `frame` as a device with transmit checksum offload puts them on the wire: for
+/// a frame marked `CSUM_PARTIAL` (and not to be cut, `GSO_TCPV4`), the ones'-complement sum
+/// from `csum_start` to the end, whose field holds the pseudo-header sum, stored in the field
+/// at `csum_start + csum_offset` (virtio-net's `NEEDS_CSUM`).
+pub fn complete_checksum(frame: &PBuf) -> Vec<u8> {
+    let mut d = frame.data().to_vec();
+    let m = &frame.meta;
+    if m.flags.contains(Flags::CSUM_PARTIAL) && !m.flags.contains(Flags::GSO_TCPV4) {
+        let (start, at) = (m.csum_start as usize, m.csum_start as usize + m.csum_offset as usize);
+        let s = checksum::finish(checksum::sum(&d[start..]));
+        d[at..at + 2].copy_from_slice(&s.to_be_bytes());
+    }
+    d
+}
+
 impl Script {
     /// A stack at `LOCAL` with `tcp` settings; the peer's MAC is known (no ARP in scripts).
     pub fn new(tcp: TcpConfig) -> Script {
@@ -340,11 +355,13 @@ impl Script {
         self.stack.process(self.now, buf);
     }
 
-    /// Let the stack run timers and send, and collect what it sent.
+    /// Let the stack run timers and send, and collect what it sent. A frame left for the
+    /// device to complete its checksum (transmit offload) is completed first, as a device does.
     pub fn collect(&mut self) {
         self.stack.dispatch(self.now);
         while let Some(frame) = self.stack.tx_ring().pop() {
-            let data = frame.data();
+            let completed = complete_checksum(&frame);
+            let data = &completed[..];
             let packet = if self.link == 0 {
                 data
             } else {
