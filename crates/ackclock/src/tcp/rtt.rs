@@ -87,8 +87,15 @@ impl RttEstimator {
     /// segment unless timestamps tell which transmission it acknowledges).
     #[inline]
     pub fn sample(&mut self, rtt: Duration) {
+        self.sample_us(micros(rtt));
+    }
+
+    /// [`sample`](Self::sample) of `us` microseconds (the echoed timestamp's milliseconds
+    /// times 1,000 on every ACK: no `Duration` made and taken apart).
+    #[inline]
+    pub fn sample_us(&mut self, us: u64) {
         // A zero RTT would make the variance collapse on a fast path; count it as 1 µs.
-        let r = micros(rtt).max(1);
+        let r = us.max(1);
         if self.samples == 0 {
             self.srtt8 = r << 3;
             self.rttvar4 = (r >> 1) << 2;

@@ -63,17 +63,17 @@ pub(crate) fn ack_release_by(
                 let ms = tcb.ts_now(env.now).wrapping_sub(tsecr);
                 if (ms as i32) >= 0 {
                     sample = Some(Duration::from_millis(ms as u64));
+                    tcb.rtt.sample_us(ms as u64 * 1000);
                 }
             }
         }
     } else if let Some((seq, sent)) = tcb.rtt_seq {
         if ack > seq {
-            sample = Some(env.now.saturating_duration_since(sent));
+            let rtt = env.now.saturating_duration_since(sent);
+            sample = Some(rtt);
+            tcb.rtt.sample(rtt);
             tcb.rtt_seq = None;
         }
-    }
-    if let Some(rtt) = sample {
-        tcb.rtt.sample(rtt);
     }
     release(tcb, ack);
     tcb.snd_una = ack;
