@@ -10,7 +10,8 @@ mod common;
 use ackclock::buf::{Flags, PBuf};
 use ackclock::phy::Capabilities;
 use ackclock::time::Duration;
-use ackclock::wire::{checksum, IpProtocol, TcpPacket};
+use ackclock::wire::{checksum, IpProtocol, TcpFlags, TcpPacket};
+use ackclock::Shutdown;
 use common::script::{complete_checksum, seg, stack_config, tcp_config, Script, LOCAL, PEER, PEER_ISS};
 use core::net::SocketAddrV4;
 
@@ -100,6 +101,59 @@ fn data_segments_leave_their_checksum_to_the_device() {
         assert_eq!(acks.len(), 1, "one ACK for two segments");
         check_complete(&acks[0], tcp_at);
     }
+}
+
+/// The general path's other headers: a segment carrying SACK blocks (RFC 2018 §4: the
+/// peer's out-of-order data is reported on every segment), the front of a segment cut to a
+/// window that allows part of it (RFC 9293 §3.8.6.2.1), and the last data with the FIN.
+/// Each leaves its checksum to the device.
+#[test]
+fn sack_blocks_a_cut_segment_and_the_fin_leave_it_to_the_device_too() {
+    let mut t = offload_script(Capabilities::ethernet(1500));
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    // A window of 2,000 bytes and no scaling: at most 2,000 ever offered.
+    let h = t.accept_with(l, seg("S").seq(PEER_ISS).win(2000).mss(1460).sack_ok());
+
+    // Data from the peer with a hole before it: the stack answers with a SACK block at once,
+    // a header without payload, complete.
+    t.inject_payload(1, seg(".").seq(PEER_ISS + 1 + 100).ack(1).win(2000), &[5; 200]);
+    let dup = frames(&mut t);
+    assert_eq!(dup.len(), 1);
+    check_complete(&dup[0], 34);
+    // While the hole lasts, the stack's data carries the block (a segment short enough to
+    // leave room for it): not a plain header.
+    t.stack.tcp_send(h, &[6; 1000]).unwrap();
+    let sent = frames(&mut t);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(check_partial(&sent[0], 34), 1000);
+    let wire = complete_checksum(&sent[0]);
+    let p = TcpPacket::new_checked(&wire[34..]).unwrap();
+    assert_eq!(p.header_len(), 20 + 12, "one SACK block");
+    assert_eq!(t.stack.counters().fast_path_sends, 0, "the general path built it");
+
+    // The hole filled and the segment acknowledged, with a window of 1,000: the next
+    // segment (1,460) is cut to the window, which is half the most ever offered.
+    t.inject_payload(2, seg(".").seq(PEER_ISS + 1).ack(1001).win(2000), &[4; 100]);
+    t.inject(2, seg(".").seq(PEER_ISS + 301).ack(1001).win(1000));
+    let _ = frames(&mut t);
+    t.stack.tcp_send(h, &[7; 1460]).unwrap();
+    let cut = frames(&mut t);
+    assert_eq!(cut.len(), 1, "one cut segment");
+    assert_eq!(check_partial(&cut[0], 34), 1000);
+    assert_eq!(t.stack.counters().tx_splits, 1);
+
+    // Acknowledged with room: the rest goes; then the last bytes and the FIN in one segment.
+    t.inject(3, seg(".").seq(PEER_ISS + 301).ack(2001).win(2000));
+    let rest = frames(&mut t);
+    assert_eq!(rest.len(), 1);
+    assert_eq!(check_partial(&rest[0], 34), 460);
+    t.stack.tcp_send(h, &[8; 100]).unwrap();
+    t.stack.tcp_shutdown(h, Shutdown::Write).unwrap();
+    let last = frames(&mut t);
+    assert_eq!(last.len(), 1, "data and the FIN together");
+    assert_eq!(check_partial(&last[0], 34), 100);
+    let wire = complete_checksum(&last[0]);
+    assert!(TcpPacket::new_checked(&wire[34..]).unwrap().flags().contains(TcpFlags::FIN));
 }
 
 /// Without the offload nothing changes: complete checksums, from the payload's sum cached by

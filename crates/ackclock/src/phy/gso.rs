@@ -6,9 +6,9 @@
 //! `gso_size` into ordinary segments, each with its own IPv4 length, identification and
 //! checksum, TCP sequence number and checksum, FIN and PSH only on the last piece and CWR only
 //! on the first (as Linux's `tcp_gso_segment`). Each piece costs one copy of its payload,
-//! summed during the copy. Other frames pass untouched: the stack marks a frame
-//! [`Flags::CSUM_PARTIAL`] only together with `GSO_TCPV4`, so this completes no checksum of
-//! a frame it does not cut (and does not claim `tx_checksum`).
+//! summed during the copy. Other frames pass untouched: this completes no checksum of a
+//! frame it does not cut, so it does not claim `tx_checksum` (with which the stack marks
+//! every data segment [`Flags::CSUM_PARTIAL`], not only the ones to cut).
 //!
 //! It serves devices without offload (the pipe, the simulator) in tests of the stack's
 //! offload path, and is the reference for what the stack expects a device to do.

@@ -133,7 +133,10 @@ impl<W: Write> PcapWriter<W> {
 /// Received frames are recorded as the inner device hands them over. Frames to transmit are
 /// recorded when they are offered, before the inner device takes them; a device that pushes
 /// back leaves frames at the front of the ring, and those are not recorded again when the
-/// same ring (as a [`Stack`](crate::Stack) passes its own) is offered next time.
+/// same ring (as a [`Stack`](crate::Stack) passes its own) is offered next time. So over a
+/// device that completes checksums (`tx_checksum`), a data segment is recorded with the
+/// pseudo-header sum in its TCP checksum field, as tcpdump shows a Linux host's own
+/// segments on an interface with checksum offload.
 ///
 /// Device calls cannot fail, so the first write error is kept ([`Capture::error`]) and
 /// recording stops; the device goes on working.

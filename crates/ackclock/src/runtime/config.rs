@@ -105,6 +105,8 @@ pub struct RuntimeStats {
     /// TCP segments taken in by split rounds: rounds whose output (the ACK of a reader's
     /// connection) waits for the reader's copy, a watcher's input half over a TAP or TUN
     /// or a blocking reader's held round over the pipe ("The reader's ACK after its copy").
+    /// The output halves count too (they take no frames in): a reader's after its copy, and
+    /// the protocol thread's first round while a tokio task watches the device.
     pub split_round_segments: u64,
     /// Received segments whose checksum split rounds, and the output halves that pay them
     /// after the copy, checked in a pass of their own because an ACK was about to cover

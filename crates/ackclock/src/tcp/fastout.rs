@@ -66,8 +66,8 @@ pub(super) fn pure_ack(env: &mut Env, tcb: &mut Tcb) -> Option<bool> {
 /// `output::send_data` would, in one pass: `None` if the prediction fails, after at most the
 /// pass's header fields were taken (`memo`, which `send_data` then reuses: it would have
 /// taken the same ones), else whether it went out. The prediction: never sent (no retransmission bookkeeping), the
-/// buffer ours alone with its payload sum cached, no SACK block owed, no trace, and the
-/// hop's headers prebuilt.
+/// buffer ours alone with its payload sum cached (unless the device completes the checksum,
+/// `output::partial_sums`), no SACK block owed, no trace, and the hop's headers prebuilt.
 #[inline]
 pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut Option<Fields>) -> Option<bool> {
     if env.trace.on() || !plain_ack_predicted(tcb) {
@@ -142,7 +142,7 @@ pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut 
 /// path (`output::send_owed`) has nothing left to do: it stopped where that path stops (the
 /// ring full, the queue sent, the window shut, Nagle holding the last short segment, no
 /// headroom). At anything else (a segment over one MSS, sent before, shared, or without a
-/// cached sum; the last segment when the FIN goes with it; a window that allows a partial
+/// cached sum where one is needed; the last segment when the FIN goes with it; a window that allows a partial
 /// segment) it stops with the connection's state as the general path would have left it
 /// after the same segments.
 #[inline]

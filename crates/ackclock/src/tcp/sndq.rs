@@ -99,8 +99,9 @@ pub(super) fn unshare(env: &mut Env, tcb: &mut Tcb, idx: usize) -> bool {
 }
 
 /// Split send-queue segment `idx` after its first `n` bytes: the front moves to a new
-/// buffer (summed during the copy), the back keeps the old one with its cached sum
-/// adjusted arithmetically. Used to send part of a segment into a small window.
+/// buffer (summed during the copy, unless the device completes checksums), the back keeps
+/// the old one with its cached sum adjusted arithmetically. Used to send part of a segment
+/// into a small window.
 pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) -> Result<(), ()> {
     let Ok(mut front) = env.pool.alloc() else {
         env.counters.drop(DropReason::NoBuffer);
@@ -110,11 +111,16 @@ pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) ->
     if n == 0 || n >= seg.buf.len() {
         return Err(());
     }
-    let Ok(front_sum) = front.append_copy_sum(&seg.buf.data()[..n]) else {
+    let src = &seg.buf.data()[..n];
+    let trimmed = match super::output::partial_sums(env) {
+        true => front.append(n).map(|d| d.copy_from_slice(src)).map(|_| seg.buf.trim_front(n)),
+        false => front.append_copy_sum(src).map(|sum| seg.buf.trim_front_summed(n, sum)),
+    };
+    let Ok(trimmed) = trimmed else {
         env.counters.drop(DropReason::NoBuffer);
         return Err(());
     };
-    if seg.buf.trim_front_summed(n, front_sum).is_err() {
+    if trimmed.is_err() {
         return Err(());
     }
     env.counters.tx_splits += 1;
