@@ -13,10 +13,13 @@
 //!
 //! The link is the test's own pair of queues (frames move from one stack's transmit ring
 //! to the other's `process`, the same buffers, as over `phy::pipe`), so that it can see and
-//! tamper with every frame.
+//! tamper with every frame. An input of odd length gets a link that completes checksums
+//! (`tx_checksum`, as a TAP's virtio-net header): the stacks leave each data segment's
+//! checksum to it, and it completes them into a fresh buffer, as a device's DMA would,
+//! before the frame goes on the link (where corruption must still be caught).
 #![no_main]
 
-use ackclock::buf::{PBuf, PoolConfig};
+use ackclock::buf::{Flags, PBuf, PoolConfig};
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{Batch, Capabilities};
 use ackclock::tcp::TcpConfig;
@@ -109,6 +112,8 @@ struct World {
     /// The fuzzed program runs (not the handshake before it or the teardown after it):
     /// frames are counted as the program's.
     program: bool,
+    /// The link completes checksums (`tx_checksum`).
+    offload: bool,
 }
 
 /// `FUZZ_DEBUG` set: print every segment on the main connection and every injection.
@@ -137,9 +142,9 @@ fn seq_after(a: u32, b: u32) -> bool {
 }
 
 impl World {
-    fn new() -> Option<World> {
+    fn new(offload: bool) -> Option<World> {
         let now = Instant::from_secs(1000);
-        let caps = Capabilities::ethernet(1500);
+        let caps = Capabilities { tx_checksum: offload, ..Capabilities::ethernet(1500) };
         let mut a = Stack::new(config(0), caps, now).ok()?;
         let mut b = Stack::new(config(1), caps, now).ok()?;
         let (ma, mb) = (a.iface().mac(), b.iface().mac());
@@ -161,6 +166,7 @@ impl World {
             shut_rd: [false; 2],
             tainted: false,
             program: false,
+            offload,
         };
         w.main_ports[0] = w.stacks[0].tcp_tuple(c).ok()?.local_port;
         for _ in 0..10 {
@@ -179,11 +185,32 @@ impl World {
     fn collect(&mut self, i: usize) {
         self.stacks[i].dispatch(self.now);
         while let Some(frame) = self.stacks[i].tx_ring().pop() {
+            let Some(frame) = self.completed(i, frame) else { continue };
             self.sniff(i, &frame);
             if self.link[i].len() < QUEUE {
                 self.link[i].push_back(frame);
             }
         }
+    }
+
+    /// What the device puts on the wire for `frame` from side `i`: with the offload, a frame
+    /// marked `CSUM_PARTIAL` is copied into a fresh buffer with its checksum completed (the
+    /// sum from `csum_start` to the end, stored at `csum_start + csum_offset`; the field held
+    /// the pseudo-header sum). `None`: no buffer for the copy, the frame is dropped.
+    fn completed(&self, i: usize, frame: PBuf) -> Option<PBuf> {
+        let m = &frame.meta;
+        if !self.offload || !m.flags.contains(Flags::CSUM_PARTIAL) {
+            return Some(frame);
+        }
+        assert!(!m.flags.contains(Flags::GSO_TCPV4), "no segmentation offload here");
+        let (start, at) = (m.csum_start as usize, m.csum_start as usize + m.csum_offset as usize);
+        let mut bytes = frame.data().to_vec();
+        assert!(start == 34 && at + 2 <= bytes.len(), "the TCP header after Ethernet and IPv4: {start}");
+        let sum = ackclock::wire::checksum::finish(ackclock::wire::checksum::sum(&bytes[start..]));
+        bytes[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+        let mut out = self.stacks[i].pool().alloc().ok()?;
+        out.append(bytes.len()).ok()?.copy_from_slice(&bytes);
+        Some(out)
     }
 
     fn sniff(&mut self, i: usize, frame: &PBuf) {
@@ -565,7 +592,7 @@ fn frame_bytes(to: &Stack, src: Ipv4Addr, tcp: &TcpRepr, bad_checksum: bool) -> 
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some(mut w) = World::new() else { return };
+    let Some(mut w) = World::new(data.len() % 2 == 1) else { return };
     let mut r = Input(data);
     let mut ops = 0;
     w.program = true;
