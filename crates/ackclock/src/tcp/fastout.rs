@@ -142,9 +142,9 @@ pub(super) fn data_segment(env: &mut Env, tcb: &mut Tcb, idx: usize, memo: &mut 
 /// path (`output::send_owed`) has nothing left to do: it stopped where that path stops (the
 /// ring full, the queue sent, the window shut, Nagle holding the last short segment, no
 /// headroom). At anything else (a segment over one MSS, sent before, shared, or without a
-/// cached sum where one is needed; the last segment when the FIN goes with it; a window that allows a partial
-/// segment) it stops with the connection's state as the general path would have left it
-/// after the same segments.
+/// cached sum where one is needed; the last segment when the FIN goes with it; a window
+/// that allows a partial segment) it stops with the connection's state as the general path
+/// would have left it after the same segments.
 #[inline]
 pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
     let first = tcb.snd_nxt_idx;
