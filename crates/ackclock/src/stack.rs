@@ -116,7 +116,6 @@ impl Stack {
         let room = pool.buffer_size().saturating_sub(pool.headroom());
         caps.mtu = caps.mtu.min(room.saturating_sub(caps.link_header()));
         let mut tcp = Tcp::new(config.tcp, config.seed, now);
-        tcp.set_partial_sums(caps.tx_checksum);
         if tcp.config.tso && caps.tso_max > 0 {
             // One IPv4 packet of at most tso_max bytes (IP and TCP headers of up to 20 + 60)
             // whose payload fits one pool buffer.

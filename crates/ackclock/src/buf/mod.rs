@@ -347,6 +347,12 @@ impl PBuf {
         Ok(unsafe { self.bytes_unshared(start, n) })
     }
 
+    /// Append a copy of `src`, without a sum (for a device that completes checksums).
+    pub fn append_copy(&mut self, src: &[u8]) -> Result<(), BufError> {
+        self.append(src.len())?.copy_from_slice(src);
+        Ok(())
+    }
+
     /// Append a copy of `src`, summing it during the copy (the single copy of Dalton et al. 1993), and
     /// extend the cached sum to cover it. Returns the sum of `src` alone.
     ///

@@ -266,7 +266,7 @@ impl Stack {
     /// (as `send(2)` of no bytes); before, or after an error, the same error as any send.
     pub fn tcp_send(&mut self, h: TcpHandle, data: &[u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
-        Ok(self.tcp.send(idx, data, &self.pool)?)
+        Ok(self.tcp.send(idx, data, &self.pool, !self.iface.capabilities().tx_checksum)?)
     }
 
     /// Queue bytes that `fill` writes straight into the send queue's packet buffers, for a

@@ -129,9 +129,6 @@ pub struct Tcp {
     live: usize,
     /// Largest TCP payload one segmentation-offload frame may carry; 0 without offload.
     gso_max: usize,
-    /// The device completes every TCP checksum (`output::partial_sums`): `send` copies the
-    /// application's bytes without summing them.
-    copy_only: bool,
     /// The least an unsent send segment costs against its send buffer: with offload,
     /// `usrreq::segment_charge` of the pool's buffer size.
     seg_charge: usize,
@@ -187,17 +184,10 @@ impl Tcp {
             trace: trace::Trace::default(),
             live: 0,
             gso_max: 0,
-            copy_only: false,
             seg_charge: usrreq::MIN_SEGMENT_CHARGE,
             defer_window_update: false,
             config,
         }
-    }
-
-    /// The device completes the TCP checksum of every segment it is given marked so
-    /// (transmit checksum offload): the payload is copied in without its sum.
-    pub(crate) fn set_partial_sums(&mut self, on: bool) {
-        self.copy_only = on;
     }
 
     /// Let connections queue segments of up to `max` payload bytes for a device that cuts

@@ -86,7 +86,7 @@ pub(super) fn unshare(env: &mut Env, tcb: &mut Tcb, idx: usize) -> bool {
     let seg = &mut tcb.sndq[idx];
     let src = seg.buf.data();
     let copied = match super::output::partial_sums(env) {
-        true => fresh.append(src.len()).map(|d| d.copy_from_slice(src)),
+        true => fresh.append_copy(src),
         false => fresh.append_copy_sum(src).map(|_| ()),
     };
     if copied.is_err() {
@@ -113,7 +113,7 @@ pub(crate) fn split_front(env: &mut Env, tcb: &mut Tcb, idx: usize, n: usize) ->
     }
     let src = &seg.buf.data()[..n];
     let trimmed = match super::output::partial_sums(env) {
-        true => front.append(n).map(|d| d.copy_from_slice(src)).map(|_| seg.buf.trim_front(n)),
+        true => front.append_copy(src).map(|_| seg.buf.trim_front(n)),
         false => front.append_copy_sum(src).map(|sum| seg.buf.trim_front_summed(n, sum)),
     };
     let Ok(trimmed) = trimmed else {

@@ -215,24 +215,17 @@ impl Tcp {
         Ok(idx)
     }
 
-    /// Queue application bytes: copied once into pbufs, summed during the copy unless the
-    /// device completes the checksums (`output::partial_sums`).
-    pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool) -> Result<usize, RequestError> {
+    /// Queue application bytes: copied once into pbufs, summed during the copy if `sum` (not
+    /// when the device completes the checksums, `output::partial_sums`).
+    pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool, sum: bool) -> Result<usize, RequestError> {
         let mut rest = data;
-        let copy_only = self.copy_only;
         self.send_with(idx, pool, data.len(), |buf, room| {
             let n = room.min(rest.len());
             // Cannot fail: `room` fits the tailroom and the buffer is unique.
-            match copy_only {
-                true => {
-                    if let Ok(dst) = buf.append(n) {
-                        dst.copy_from_slice(&rest[..n]);
-                    }
-                }
-                false => {
-                    let _ = buf.append_copy_sum(&rest[..n]);
-                }
-            }
+            let _ = match sum {
+                true => buf.append_copy_sum(&rest[..n]).map(|_| ()),
+                false => buf.append_copy(&rest[..n]),
+            };
             rest = &rest[n..];
             n
         })
