@@ -513,16 +513,8 @@ impl Tcp {
                     && tsval.is_none_or(|v| !ts_older(v, f.tsval))
                     && f.ts.is_none_or(|(_, ecr)| ecr == ts_ecr(seg)) =>
             {
-                in_order_queued(tcb, len, unverified.is_some());
-                f.tsval = tsval.unwrap_or(0);
-                // Counted (segs_in) at the flush, which comes in this batch.
-                f.n += 1;
-                let why = match (seg.get(13).is_some_and(|b| b & PSH != 0), f.n as usize >= MAX_SEGS) {
-                    (true, _) => Some(Flush::Push),
-                    (false, true) => Some(Flush::Full),
-                    _ => None,
-                };
-                match why {
+                let psh = seg.get(13).is_some_and(|b| b & PSH != 0);
+                match merge_data(f, tcb, len, unverified.is_some(), tsval, psh) {
                     Some(why) => self.lro_flush(lro, s, why, now, io),
                     None => lro.begin_run(s, tcb.ph_sum, data, off, hl),
                 }
@@ -597,6 +589,21 @@ impl Tcp {
         if rearm {
             self.rearm(idx);
         }
+    }
+}
+
+/// `merge`'s bookkeeping for an in-order segment of `len` bytes that merged into `f` (its
+/// checksum left for the copy if `unverified`, its TSval, PSH): the flush it calls for.
+/// PSH merges and ends the aggregate.
+#[inline(always)]
+fn merge_data(f: &mut Flow, tcb: &mut Tcb, len: u32, unverified: bool, tsval: Option<u32>, psh: bool) -> Option<Flush> {
+    in_order_queued(tcb, len, unverified);
+    f.tsval = tsval.unwrap_or(0);
+    // Counted (segs_in) at the flush, which comes in this batch.
+    f.n += 1;
+    match psh {
+        true => Some(Flush::Push),
+        false => (f.n as usize >= MAX_SEGS).then_some(Flush::Full),
     }
 }
 

@@ -36,11 +36,11 @@
 //! other connections in between (they change neither its connection nor its aggregate; any
 //! frame that does flushes it). Each frame a run takes is counted (`lro_run_frames`).
 
-use super::{merge_ack, Flow, Kind, Lro, Tcp, MAX_SEGS, PSH};
+use super::{merge_ack, merge_data, Flow, Kind, Lro, Tcp, PSH};
 use crate::buf::{FreeChain, PBuf};
 use crate::iface::{checksum_state_of, ipv4_header_ok};
 use crate::phy::Batch;
-use crate::tcp::input::{flags_predicted, in_order_queued, ts_older, SMALL_SEGMENT};
+use crate::tcp::input::{flags_predicted, ts_older, SMALL_SEGMENT};
 use crate::tcp::lro::Flush;
 use crate::tcp::seq::SeqNumber;
 use crate::tcp::tcb::{Tcb, Unverified};
@@ -439,15 +439,7 @@ impl Tcp {
                     debug_assert_eq!(r.header_sum(t.tcp), r.header_sum_of(frame, tcb.ph_sum));
                     let unverified =
                         (!t.checksum_ok).then(|| Unverified { header_sum: r.header_sum(t.tcp), tsval: t.tsval });
-                    in_order_queued(tcb, len, unverified.is_some());
-                    f.tsval = t.tsval.unwrap_or(0);
-                    // Counted (segs_in) at the flush, which comes in this batch.
-                    f.n += 1;
-                    // PSH merges and ends the aggregate, as `merge` does.
-                    why = match t.tcp[13] & PSH != 0 {
-                        true => Some(Flush::Push),
-                        false => (f.n as usize >= MAX_SEGS).then_some(Flush::Full),
-                    };
+                    why = merge_data(f, tcb, len, unverified.is_some(), t.tsval, t.tcp[13] & PSH != 0);
                     if let Some(frame) = batch.pop() {
                         tcb.rcvq.push_frame(seq, frame, H as u32, len, unverified);
                     }
