@@ -233,9 +233,7 @@ pub fn complete_checksum(frame: &PBuf) -> Vec<u8> {
     let mut d = frame.data().to_vec();
     let m = &frame.meta;
     if m.flags.contains(Flags::CSUM_PARTIAL) && !m.flags.contains(Flags::GSO_TCPV4) {
-        let (start, at) = (m.csum_start as usize, m.csum_start as usize + m.csum_offset as usize);
-        let s = checksum::finish(checksum::sum(&d[start..]));
-        d[at..at + 2].copy_from_slice(&s.to_be_bytes());
+        assert!(checksum::complete_partial(&mut d, m.csum_start as usize, m.csum_offset as usize));
     }
     d
 }
