@@ -1395,6 +1395,51 @@ fn corrupted_small_segment_is_dropped_at_once() {
     assert_eq!(recv_all(&mut t, c), data);
 }
 
+/// A small segment right behind a deferred one of full size is deferred too (ours, no RFC
+/// rule: `input::SMALL_SEGMENT`'s exception). Verified on arrival, it would make the full
+/// path check the deferred segment in a pass of its own before queueing behind it, and the
+/// copy would then be a second pass; deferred, both are checked in the copy. A third, small
+/// one behind the small one is not: at most one small segment follows each deferred one
+/// that is not small, so tiny segments cannot pin a pbuf each.
+#[test]
+fn small_segment_behind_a_deferred_one_is_deferred_too() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(1150, 29);
+    t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data[..1000]);
+    t.inject_payload(10, seg("P.").seq(P + 1000).ack(1).win(65535).ts(2001, 1), &data[1000..1100]);
+    let counters = t.stack.counters();
+    assert_eq!((counters.fast_path_data, counters.csum_verified_early), (2, 0), "both predicted and deferred");
+    t.inject_payload(10, seg("P.").seq(P + 1100).ack(1).win(65535).ts(2002, 1), &data[1100..]);
+    assert_eq!(t.stack.counters().csum_verified_early, 2, "the third is checked at once, the two before it first");
+    assert_eq!(recv_all(&mut t, c), data);
+    assert_eq!(t.stack.counters().drops_bad_checksum, 0);
+}
+
+/// RFC 9293 §3.1 (MUST-3): a corrupted small segment deferred behind a good one is found by
+/// the copy: the good bytes are returned, the bad segment is dropped and counted, and the
+/// ACK stops at its start (RFC 9293 §3.10.7.4); the retransmission is delivered.
+#[test]
+fn corrupted_small_segment_behind_a_deferred_one_is_found_by_recv() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(1100, 30);
+    t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data[..1000]);
+    let bad = corrupted(&t, &seg("P.").seq(P + 1000).ack(1).win(65535).ts(2001, 1), &data[1000..], 7);
+    at(&mut t, 10);
+    t.inject_raw(&bad);
+    assert_eq!(t.stack.counters().drops_bad_checksum, 0, "deferred: not checked yet");
+    let mut buf = [0u8; 4096];
+    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(1000));
+    assert_eq!(buf[..1000], data[..1000]);
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+    // The connection's first good data: a quick ACK, which does not cover the bad segment
+    // (the window's right edge stays: 1000 bytes read is less than a segment's worth of
+    // update, RFC 9293 §3.8.6.2.2).
+    t.expect(10, seg(".").seq(1).ack(P + 1000).win(65535 - 1000).ts(ANY, 2000));
+    t.inject_payload(100, seg("P.").seq(P + 1000).ack(1).win(65535).ts(2002, 1), &data[1000..]);
+    t.expect(100, seg(".").seq(1).ack(P + 1100).win(65535 - 1100).ts(ANY, 2002));
+    assert_eq!(recv_all(&mut t, c), &data[1000..]);
+}
+
 // ---------------------------------------------------------------------------------------
 // 15. Malformed input
 // ---------------------------------------------------------------------------------------

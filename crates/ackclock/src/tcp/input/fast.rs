@@ -108,13 +108,29 @@ pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predic
         return Some(Predicted::Ack { seq, ack, ts });
     }
     // (a) Pure in-order data that fits the window. Small segments are verified at once, by
-    // the full path.
-    if ack != tcb.snd_una || !tcb.fits_window(seq, len as u32) || (!checksum_ok && len < SMALL_SEGMENT) {
+    // the full path, except right behind a deferred segment of full size (`small_deferrable`).
+    if ack != tcb.snd_una
+        || !tcb.fits_window(seq, len as u32)
+        || (!checksum_ok && len < SMALL_SEGMENT && !small_deferrable(tcb))
+    {
         return None;
     }
     let tsval = ts.map(|t| t.0);
     let unverified = (!checksum_ok).then(|| Unverified { header_sum: header_sum(), tsval });
     Some(Predicted::Data { seq, hl, len: len as u32, unverified, tsval })
+}
+
+/// Whether a small segment may be deferred too: the newest queued segment is deferred and
+/// not small. Verified at once, it would make the full path check the deferred data before
+/// it in a pass of its own (a verified segment cannot queue behind unverified ones), and
+/// the copy to the application would be a second pass over it: a sender whose window ends
+/// a few hundred bytes past its last full segment sends such a tail every round. At most
+/// one small segment follows each deferred one that is not small, so the pbufs queued
+/// unverified stay within twice the window's count of small segments (`SMALL_SEGMENT`).
+#[inline(never)]
+fn small_deferrable(tcb: &Tcb) -> bool {
+    tcb.rcv_unverified > 0
+        && tcb.rcvq.len().checked_sub(1).and_then(|i| tcb.rcvq.get(i)).is_some_and(|s| s.buf.len() >= SMALL_SEGMENT)
 }
 
 /// The precomputed pseudo-header sum of Jacobson 1993 (`ph_sum`) plus the `hl` (20 or 32) header
