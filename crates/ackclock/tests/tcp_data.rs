@@ -1440,6 +1440,40 @@ fn corrupted_small_segment_behind_a_deferred_one_is_found_by_recv() {
     assert_eq!(recv_all(&mut t, c), &data[1000..]);
 }
 
+/// The single copy (Dalton et al. 1993) at the application's buffer: a read that has copied
+/// bytes ends before a deferred segment it cannot hold whole (a short read), so that the
+/// next read copies and checks that segment in one pass; a segment alone larger than the
+/// buffer is copied in part, the part summed during the copy and the rest in a sum pass,
+/// and the part returned only if the whole checks. No sum pass runs ahead of the copies
+/// (`csum_verified_early` stays 0).
+#[test]
+fn a_read_ends_before_a_deferred_segment_it_cannot_hold_whole() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(3000, 31);
+    at(&mut t, 10);
+    for (i, part) in data.chunks(1000).enumerate() {
+        t.inject_payload(10, seg(".").seq(P + 1000 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
+    }
+    let mut got = vec![];
+    let mut buf = [0u8; 2500];
+    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2000), "a short read at the second segment's end");
+    got.extend_from_slice(&buf[..2000]);
+    let mut small = [0u8; 300];
+    for want in [300, 300, 300, 100] {
+        assert_eq!(t.stack.tcp_recv(c, &mut small), Ok(want));
+        got.extend_from_slice(&small[..want]);
+    }
+    assert_eq!(got, data);
+    let counters = t.stack.counters();
+    assert_eq!((counters.csum_verified_early, counters.drops_bad_checksum), (0, 0));
+    // Corrupted past the part a 300-byte buffer holds: the part is not returned.
+    let bad = corrupted(&t, &seg(".").seq(P + 3000).ack(1).win(65535).ts(2003, 1), &data[..1000], 900);
+    at(&mut t, 20);
+    t.inject_raw(&bad);
+    assert_eq!(t.stack.tcp_recv(c, &mut small), Err(Error::WouldBlock));
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+}
+
 // ---------------------------------------------------------------------------------------
 // 15. Malformed input
 // ---------------------------------------------------------------------------------------

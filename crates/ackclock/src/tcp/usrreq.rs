@@ -102,6 +102,9 @@ pub(crate) enum Take {
     Bytes(usize),
     /// The segment's deferred checksum did not verify: it is dropped, nothing consumed.
     BadChecksum,
+    /// Nothing taken from this segment, whose checksum is still unchecked: the read ends
+    /// before it.
+    Stop,
 }
 
 impl Tcp {
@@ -342,13 +345,22 @@ impl Tcp {
                         return Take::BadChecksum;
                     }
                 }
-                // A segment larger than the room is checked first (sum pass), so that no
-                // unverified byte ever reaches the caller.
+                // A segment larger than the room, after bytes already copied: the read
+                // ends before it (a short read, which a stream allows), so that the next
+                // read, with the room a fresh buffer has, copies and checks it in one pass.
+                // Filling the room would take a pass over the whole segment to check it and
+                // a second over the rest to copy it later: an application reading 64 KiB
+                // at a time from 64 KiB offload units would pay that for every unit.
+                Some(_) if copied > 0 => return Take::Stop,
+                // Alone larger than the room: the part that fits is copied and summed in one
+                // pass, the rest summed, and the part reported only if the whole checks (no
+                // unverified byte is ever reported read; the rest is copied, verified, later).
                 Some(header_sum) => {
-                    if !input::payload_checks(header_sum, src) {
+                    let part = checksum::copy_and_sum(out, &src[..n]);
+                    let whole = checksum::add_at(part, checksum::sum(&src[n..]), n);
+                    if checksum::add(header_sum, whole) != 0xffff {
                         return Take::BadChecksum;
                     }
-                    out.copy_from_slice(&src[..n]);
                 }
                 None => out.copy_from_slice(&src[..n]),
             }
@@ -440,6 +452,7 @@ impl Tcp {
                     input::reject_from(&mut env, tcb, 0);
                     break;
                 }
+                Take::Stop => break,
             };
             if unverified.is_some() {
                 input::accept_verified(&mut env, tcb, 0);
