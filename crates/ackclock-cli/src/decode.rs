@@ -1,7 +1,7 @@
 //! `ackclock decode`: a frame decoder on the stack's own parsers.
 
 use ackclock::wire::{
-    ArpPacket, ArpRepr, EtherType, EthernetFrame, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr,
+    checksum, ArpPacket, ArpRepr, EtherType, EthernetFrame, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr,
     TcpPacket, TcpRepr, UdpPacket,
 };
 use clap::{Args, ValueEnum};
@@ -94,6 +94,12 @@ fn decode(frame: &[u8]) -> Result<Vec<Value>, String> {
                 IpProtocol::TCP => {
                     let t = TcpPacket::new_checked(body).map_err(|e| format!("tcp: {e}"))?;
                     let r = TcpRepr::parse(&t, ip.src_addr, ip.dst_addr, false).map_err(|e| format!("tcp: {e}"))?;
+                    let checksum_ok = t.verify_checksum(ip.src_addr, ip.dst_addr);
+                    // A frame captured before an offloading device completed its checksum
+                    // (virtio-net's NEEDS_CSUM; the stack's CSUM_PARTIAL) carries only the
+                    // pseudo-header's sum: say so, instead of a bare failure.
+                    let pseudo = checksum::pseudo_header(ip.src_addr, ip.dst_addr, 6, body.len() as u16);
+                    let partial = (!checksum_ok && t.checksum() == pseudo).then_some(true);
                     layers.push(json!({
                         "layer": "tcp",
                         "src_port": r.src_port,
@@ -109,7 +115,8 @@ fn decode(frame: &[u8]) -> Result<Vec<Value>, String> {
                         "timestamps": r.timestamps,
                         "sack": r.sack_blocks.as_slice(),
                         "payload_len": r.payload.len(),
-                        "checksum_ok": t.verify_checksum(ip.src_addr, ip.dst_addr),
+                        "checksum_ok": checksum_ok,
+                        "checksum_partial": partial,
                     }));
                 }
                 IpProtocol::UDP => {
@@ -193,6 +200,22 @@ mod tests {
         assert_eq!(tcp["sack_permitted"], true);
         assert_eq!(layers[1]["header_checksum_ok"], true);
         assert_eq!(tcp["checksum_ok"], true);
+    }
+
+    /// A segment whose checksum field holds the pseudo-header's sum, as a stack leaves it to
+    /// an offloading device, is reported as partial; a corrupted one is not.
+    #[test]
+    fn a_checksum_left_to_the_device_is_reported_as_partial() {
+        let mut syn = parse_hex(LINUX_SYN).unwrap();
+        let pseudo = checksum::pseudo_header([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 6, 40);
+        syn[50..52].copy_from_slice(&pseudo.to_be_bytes());
+        let tcp = &decode(&syn).unwrap()[2];
+        assert_eq!((&tcp["checksum_ok"], &tcp["checksum_partial"]), (&json!(false), &json!(true)));
+        syn[50] ^= 1;
+        let tcp = &decode(&syn).unwrap()[2];
+        assert_eq!((&tcp["checksum_ok"], &tcp["checksum_partial"]), (&json!(false), &Value::Null));
+        let tcp = &decode(&parse_hex(LINUX_SYN).unwrap()).unwrap()[2];
+        assert_eq!(tcp["checksum_partial"], Value::Null, "a good checksum is not partial");
     }
 
     #[test]
