@@ -107,6 +107,16 @@ pub(crate) enum Take {
     Stop,
 }
 
+/// Copy the first `dst.len()` bytes of the deferred segment `src` into `dst`, summed in the
+/// copy, and sum the rest: whether the whole completes `header_sum` to a good checksum.
+/// Out of line: the read of a segment larger than the caller's buffer is the rare one.
+#[inline(never)]
+fn copy_part_checked(dst: &mut [u8], src: &[u8], header_sum: u16) -> bool {
+    let n = dst.len();
+    let part = checksum::copy_and_sum(dst, &src[..n]);
+    checksum::add(header_sum, checksum::add_at(part, checksum::sum(&src[n..]), n)) == 0xffff
+}
+
 impl Tcp {
     pub(crate) fn listen(&mut self, local: (Ipv4Addr, u16), backlog: usize, opts: SocketOptions) -> Option<(u32, u32)> {
         // Port 0 only as the every-address, every-port listener (`tcp_listen_any`).
@@ -356,9 +366,7 @@ impl Tcp {
                 // pass, the rest summed, and the part reported only if the whole checks (no
                 // unverified byte is ever reported read; the rest is copied, verified, later).
                 Some(header_sum) => {
-                    let part = checksum::copy_and_sum(out, &src[..n]);
-                    let whole = checksum::add_at(part, checksum::sum(&src[n..]), n);
-                    if checksum::add(header_sum, whole) != 0xffff {
+                    if !copy_part_checked(out, src, header_sum) {
                         return Take::BadChecksum;
                     }
                 }
