@@ -1395,12 +1395,12 @@ fn corrupted_small_segment_is_dropped_at_once() {
     assert_eq!(recv_all(&mut t, c), data);
 }
 
-/// A small segment right behind a deferred one of full size is deferred too (ours, no RFC
-/// rule: `input::SMALL_SEGMENT`'s exception). Verified on arrival, it would make the full
+/// A small segment right behind a deferred one of 512 bytes or more is deferred too (ours,
+/// no RFC rule: `input::SMALL_SEGMENT`'s exception). Verified on arrival, it would make the full
 /// path check the deferred segment in a pass of its own before queueing behind it, and the
 /// copy would then be a second pass; deferred, both are checked in the copy. A third, small
-/// one behind the small one is not: at most one small segment follows each deferred one
-/// that is not small, so tiny segments cannot pin a pbuf each.
+/// one behind the small one is not: at most one small segment follows each large deferred
+/// one, so tiny segments cannot pin a pbuf each.
 #[test]
 fn small_segment_behind_a_deferred_one_is_deferred_too() {
     let (mut t, c) = deferral_conn();
@@ -1413,6 +1413,34 @@ fn small_segment_behind_a_deferred_one_is_deferred_too() {
     assert_eq!(t.stack.counters().csum_verified_early, 2, "the third is checked at once, the two before it first");
     assert_eq!(recv_all(&mut t, c), data);
     assert_eq!(t.stack.counters().drops_bad_checksum, 0);
+}
+
+/// Resource bound of the exception above (ours: no RFC rule; RFC 9293 §3.10.7.4 lets a
+/// receiver hold only the window): a peer filling a 64 KiB window with a reader that does not
+/// read pins at most one pbuf per 256 bytes, whatever mix of small and large segments it
+/// sends, as when small segments were never deferred.
+#[test]
+fn small_segments_behind_deferred_ones_pin_no_more_pbufs() {
+    for pattern in [&[256usize][..], &[256, 1], &[511, 1], &[512, 1], &[512, 1, 1], &[1448, 1]] {
+        let (mut t, _c) = deferral_conn();
+        at(&mut t, 10);
+        let in_use = |t: &Script| t.stack.pool().capacity() - t.stack.pool().available();
+        let base = in_use(&t);
+        let (mut seq, mut bytes) = (P, 0);
+        'window: loop {
+            for &n in pattern {
+                if bytes + n > 65535 {
+                    break 'window;
+                }
+                t.inject_payload(10, seg(".").seq(seq).ack(1).win(65535).ts(2000, 1), &vec![0x33u8; n]);
+                seq += n as u32;
+                bytes += n;
+            }
+        }
+        t.collect();
+        let pbufs = in_use(&t) - base;
+        assert!(pbufs * 256 <= bytes + 256, "{pattern:?}: {bytes} bytes held in {pbufs} pbufs");
+    }
 }
 
 /// RFC 9293 §3.1 (MUST-3): a corrupted small segment deferred behind a good one is found by

@@ -460,7 +460,12 @@ impl Tcp {
                     input::reject_from(&mut env, tcb, 0);
                     break;
                 }
-                Take::Stop => break,
+                Take::Stop => {
+                    // Only after bytes were copied: a read that returned nothing while the
+                    // queue stays readable would leave a blocking reader waiting for ever.
+                    debug_assert!(copied > 0, "a read stopped before copying anything");
+                    break;
+                }
             };
             if unverified.is_some() {
                 input::accept_verified(&mut env, tcb, 0);
