@@ -207,7 +207,7 @@ impl World {
         assert_eq!(m.csum_start, 34, "the TCP header after Ethernet and IPv4");
         assert!(ackclock::wire::checksum::complete_partial(&mut bytes, 34, m.csum_offset as usize));
         let mut out = self.stacks[i].pool().alloc().ok()?;
-        out.append(bytes.len()).ok()?.copy_from_slice(&bytes);
+        out.append_copy(&bytes).ok()?;
         Some(out)
     }
 

@@ -98,7 +98,8 @@ fn decode(frame: &[u8]) -> Result<Vec<Value>, String> {
                     // A frame captured before an offloading device completed its checksum
                     // (virtio-net's NEEDS_CSUM; the stack's CSUM_PARTIAL) carries only the
                     // pseudo-header's sum: say so, instead of a bare failure.
-                    let pseudo = checksum::pseudo_header(ip.src_addr, ip.dst_addr, 6, body.len() as u16);
+                    let pseudo =
+                        checksum::pseudo_header(ip.src_addr, ip.dst_addr, IpProtocol::TCP.0, body.len() as u16);
                     let partial = (!checksum_ok && t.checksum() == pseudo).then_some(true);
                     layers.push(json!({
                         "layer": "tcp",
