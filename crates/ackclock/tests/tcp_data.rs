@@ -1415,6 +1415,54 @@ fn small_segment_behind_a_deferred_one_is_deferred_too() {
     assert_eq!(t.stack.counters().drops_bad_checksum, 0);
 }
 
+/// The frame of `s` (which must carry timestamps, NOP NOP TS) with its options reordered to
+/// TS NOP NOP: the same 16-bit words, so the checksum still holds, but a layout header
+/// prediction does not take (RFC 7323 Appendix A's is the only one it predicts).
+fn ts_last(t: &Script, s: &Seg, payload: &[u8]) -> Vec<u8> {
+    let mut f = t.frame(s, payload);
+    assert_eq!(f[54..58], [1, 1, 8, 10]);
+    f[54..66].rotate_left(2);
+    f
+}
+
+/// The same exception on the full path: a small segment that header prediction turns away
+/// (its timestamp option laid out otherwise) but that the full path could defer is deferred
+/// behind the large deferred one too, so nothing is summed ahead of the copy; a corrupted one
+/// is still found by the copy (RFC 9293 §3.1, MUST-3) and the ACK stops at its start.
+#[test]
+fn small_segment_on_the_full_path_behind_a_deferred_one_is_deferred_too() {
+    for corrupt in [false, true] {
+        let (mut t, c) = deferral_conn();
+        let data = stream(1100, 31);
+        t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data[..1000]);
+        let mut f = ts_last(&t, &seg("P.").seq(P + 1000).ack(1).win(65535).ts(2001, 1), &data[1000..]);
+        if corrupt {
+            let off = payload_offset(&f);
+            f[off + 3] ^= 0x5a;
+        }
+        at(&mut t, 10);
+        let slow = t.stack.counters().slow_path;
+        t.inject_raw(&f);
+        let counters = t.stack.counters();
+        assert_eq!(counters.slow_path, slow + 1, "the second takes the full path");
+        assert_eq!((counters.csum_verified_early, counters.drops_bad_checksum), (0, 0), "deferred");
+        let got = recv_all(&mut t, c);
+        let counters = t.stack.counters();
+        assert_eq!(counters.csum_verified_early, 0, "checked by the copy alone");
+        if corrupt {
+            assert_eq!(got, data[..1000]);
+            assert_eq!(counters.drops_bad_checksum, 1);
+            t.discard();
+            at(&mut t, 20);
+            t.inject_payload(20, seg("P.").seq(P + 1000).ack(1).win(65535).ts(2002, 1), &data[1000..]);
+            assert_eq!(recv_all(&mut t, c), data[1000..]);
+        } else {
+            assert_eq!(got, data);
+            assert_eq!(counters.drops_bad_checksum, 0);
+        }
+    }
+}
+
 /// Resource bound of the exception above (ours: no RFC rule; RFC 9293 §3.10.7.4 lets a
 /// receiver hold only the window): a peer filling a 64 KiB window with a reader that does not
 /// read pins at most one pbuf per 256 bytes, whatever mix of small and large segments it

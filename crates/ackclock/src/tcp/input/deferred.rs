@@ -11,7 +11,8 @@ use crate::wire::{checksum, TcpFlags};
 
 /// Payload smaller than this is verified at once and copied into the tail of the receive
 /// queue when it fits, instead of holding a whole pbuf: a peer sending tiny segments cannot
-/// exhaust the pool (Afterburner: small packets take the ordinary path).
+/// exhaust the pool (Afterburner: small packets take the ordinary path). The one exception
+/// is `small_deferrable`.
 pub(crate) const SMALL_SEGMENT: usize = 256;
 
 /// Whether `seg` may have its payload checksum checked later, during the copy to the
@@ -26,13 +27,36 @@ pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
         && seg.seq == tcb.rcv_nxt
         && seg.ack == tcb.snd_una
         && (seg.wnd as u32) << tcb.snd_wscale == tcb.snd_wnd
-        && seg.len as usize >= SMALL_SEGMENT
+        && size_deferrable(tcb, seg.len as usize)
         // Nothing trimmed: a trimmed segment could not be checked against its header's sum.
         && tcb.fits_window(seg.seq, seg.len)
         && seg.sack.is_empty()
         && tcb.ooo.is_empty()
         && tcb.rcv_fin.is_none()
         && !tcb.shut_rd
+}
+
+/// Whether `len` bytes of in-order data are large enough to have their checksum deferred:
+/// `SMALL_SEGMENT` or more, or a small segment right behind a large deferred one
+/// (`small_deferrable`). Header prediction and the full path ask the same question, so a
+/// small segment gets the same answer whichever path it takes.
+#[inline(always)]
+pub(crate) fn size_deferrable(tcb: &Tcb, len: usize) -> bool {
+    len >= SMALL_SEGMENT || (len > 0 && small_deferrable(tcb))
+}
+
+/// Whether a small segment may be deferred too: the newest queued segment is deferred and
+/// at least twice `SMALL_SEGMENT`. Verified at once, it would make the full path check the
+/// deferred data before it in a pass of its own (a verified segment cannot queue behind
+/// unverified ones), and the copy to the application would be a second pass over it: a
+/// sender whose window ends a few hundred bytes past its last full segment sends such a
+/// tail every round. At most one small segment follows each deferred one of 512 bytes or
+/// more, so a peer still pins at most one pbuf per 256 bytes of window, as without the
+/// exception (a 256-byte segment then a 1-byte one, repeated, would pin two per 257).
+#[inline(never)]
+fn small_deferrable(tcb: &Tcb) -> bool {
+    tcb.rcv_unverified > 0
+        && tcb.rcvq.len().checked_sub(1).and_then(|i| tcb.rcvq.get(i)).is_some_and(|s| s.buf.len() >= 2 * SMALL_SEGMENT)
 }
 
 /// Whether a deferred segment's payload completes its header's sum (`Unverified::header_sum`)

@@ -108,30 +108,13 @@ pub(crate) fn predict(tcb: &Tcb, seg: &[u8], checksum_ok: bool) -> Option<Predic
         return Some(Predicted::Ack { seq, ack, ts });
     }
     // (a) Pure in-order data that fits the window. Small segments are verified at once, by
-    // the full path, except right behind a large deferred segment (`small_deferrable`).
-    if ack != tcb.snd_una
-        || !tcb.fits_window(seq, len as u32)
-        || (!checksum_ok && len < SMALL_SEGMENT && !small_deferrable(tcb))
-    {
+    // the full path, except right behind a large deferred segment (`size_deferrable`).
+    if ack != tcb.snd_una || !tcb.fits_window(seq, len as u32) || (!checksum_ok && !size_deferrable(tcb, len)) {
         return None;
     }
     let tsval = ts.map(|t| t.0);
     let unverified = (!checksum_ok).then(|| Unverified { header_sum: header_sum(), tsval });
     Some(Predicted::Data { seq, hl, len: len as u32, unverified, tsval })
-}
-
-/// Whether a small segment may be deferred too: the newest queued segment is deferred and
-/// at least twice `SMALL_SEGMENT`. Verified at once, it would make the full path check the
-/// deferred data before it in a pass of its own (a verified segment cannot queue behind
-/// unverified ones), and the copy to the application would be a second pass over it: a
-/// sender whose window ends a few hundred bytes past its last full segment sends such a
-/// tail every round. At most one small segment follows each deferred one of 512 bytes or
-/// more, so a peer still pins at most one pbuf per 256 bytes of window, as without the
-/// exception (a 256-byte segment then a 1-byte one, repeated, would pin two per 257).
-#[inline(never)]
-fn small_deferrable(tcb: &Tcb) -> bool {
-    tcb.rcv_unverified > 0
-        && tcb.rcvq.len().checked_sub(1).and_then(|i| tcb.rcvq.get(i)).is_some_and(|s| s.buf.len() >= 2 * SMALL_SEGMENT)
 }
 
 /// The precomputed pseudo-header sum of Jacobson 1993 (`ph_sum`) plus the `hl` (20 or 32) header
