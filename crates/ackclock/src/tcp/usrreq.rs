@@ -443,6 +443,11 @@ impl Tcp {
         let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
             return Err(RequestError::NoConnection);
         };
+        if tcb.rcvq.is_empty() {
+            // Nothing queued: the read that finds the queue drained, as a reader that reads
+            // until it would block makes once per wake-up, answers from two fields.
+            return empty_read(tcb);
+        }
         let mut env = env!(self, now, pool, iface, tx);
         let mut copied = 0;
         // The segments read whole go back to the pool together when the read ends (nothing
@@ -487,9 +492,7 @@ impl Tcp {
                 break;
             }
         }
-        // End of stream: read past the FIN, or closed without an error (which is returned).
-        let eof = tcb.read_closed() && tcb.error.is_none();
-        let error = tcb.error;
+        let nothing = empty_read(tcb);
         if copied > 0 && !self.defer_window_update && output::window_update_due(tcb) {
             tcb.ack_now = true;
         }
@@ -501,13 +504,7 @@ impl Tcp {
             self.note_queued(idx);
             return Ok(copied);
         }
-        if eof {
-            return Ok(0);
-        }
-        match error {
-            Some(e) => Err(e.into()),
-            None => Err(RequestError::WouldBlock),
-        }
+        nothing
     }
 
     /// Shut down the write side: a FIN follows the queued data (RFC 9293 §3.10.4 CLOSE).
@@ -706,6 +703,17 @@ impl Tcp {
                 let _ = self.abort(now, idx, Io { pool, iface: &mut *iface, tx: &mut *tx });
             }
         }
+    }
+}
+
+/// What a read that takes no byte returns: end of stream (`Ok(0)`) once read past the FIN or
+/// closed without an error, else the connection's error, else `WouldBlock`.
+#[inline(always)]
+fn empty_read(tcb: &tcb::Tcb) -> Result<usize, RequestError> {
+    match tcb.error {
+        Some(e) => Err(e.into()),
+        None if tcb.read_closed() => Ok(0),
+        None => Err(RequestError::WouldBlock),
     }
 }
 
