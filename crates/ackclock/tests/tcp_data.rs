@@ -1517,13 +1517,13 @@ fn corrupted_small_segment_behind_a_deferred_one_is_found_by_recv() {
 }
 
 /// The single copy (Dalton et al. 1993) at the application's buffer: a read that has copied
-/// bytes ends before a deferred segment it cannot hold whole (a short read), so that the
-/// next read copies and checks that segment in one pass; a segment alone larger than the
-/// buffer is copied in part, the part summed during the copy and the rest in a sum pass,
-/// and the part returned only if the whole checks. No sum pass runs ahead of the copies
-/// (`csum_verified_early` stays 0).
+/// bytes ends before a deferred segment less than half of which it can hold (a short read),
+/// so that the next read copies and checks that segment in one pass; a segment alone larger
+/// than the buffer is copied in part, the part summed during the copy and the rest in a sum
+/// pass, and the part returned only if the whole checks. No sum pass runs ahead of the
+/// copies (`csum_verified_early` stays 0).
 #[test]
-fn a_read_ends_before_a_deferred_segment_it_cannot_hold_whole() {
+fn a_read_ends_before_a_deferred_segment_it_cannot_hold_half_of() {
     let (mut t, c) = deferral_conn();
     let data = stream(3000, 31);
     at(&mut t, 10);
@@ -1531,7 +1531,7 @@ fn a_read_ends_before_a_deferred_segment_it_cannot_hold_whole() {
         t.inject_payload(10, seg(".").seq(P + 1000 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
     }
     let mut got = vec![];
-    let mut buf = [0u8; 2500];
+    let mut buf = [0u8; 2499];
     assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2000), "a short read at the second segment's end");
     got.extend_from_slice(&buf[..2000]);
     let mut small = [0u8; 300];
@@ -1548,6 +1548,47 @@ fn a_read_ends_before_a_deferred_segment_it_cannot_hold_whole() {
     t.inject_raw(&bad);
     assert_eq!(t.stack.tcp_recv(c, &mut small), Err(Error::WouldBlock));
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+}
+
+/// The other side of the rule above: a read that can hold at least half of the next
+/// deferred segment fills its buffer, the part copied and summed in one pass and the rest
+/// summed, so a reader with a few segments' room (an 8 KiB or 4 KiB copy loop) is not
+/// handed one short read in two. The rest is delivered by later reads without a second
+/// check; a corruption in the part summed but not copied is still caught, and the read
+/// returns the good bytes before that segment (RFC 9293 §3.1, MUST-3).
+#[test]
+fn a_read_fills_its_buffer_from_a_deferred_segment_half_of_which_fits() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(14480, 32);
+    at(&mut t, 10);
+    for (i, part) in data.chunks(1448).enumerate() {
+        t.inject_payload(10, seg(".").seq(P + 1448 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
+    }
+    let mut got = vec![];
+    let mut buf = [0u8; 4096];
+    // 4096 = 2 x 1448 + 1200: 1200 of the third segment's 1448 fit, more than half; then
+    // 248 + 2 x 1448 + 952 (half or more again); then 496 + 2 x 1448 = 3392, before a
+    // segment only 704 bytes of which would fit (less than half: a short read).
+    for want in [4096, 4096, 3392, 2896] {
+        assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(want));
+        got.extend_from_slice(&buf[..want]);
+    }
+    assert_eq!(got, data);
+    let counters = t.stack.counters();
+    assert_eq!((counters.csum_verified_early, counters.drops_bad_checksum), (0, 0));
+
+    // Two good segments, then one corrupted at byte 1300: past the 1200 a 4 KiB buffer
+    // takes of it, in the part only summed.
+    let base = P + 14480;
+    for i in 0..2u32 {
+        t.inject_payload(20, seg(".").seq(base + 1448 * i).ack(1).win(65535).ts(2100 + i, 1), &data[..1448]);
+    }
+    let bad = corrupted(&t, &seg(".").seq(base + 2896).ack(1).win(65535).ts(2102, 1), &data[..1448], 1300);
+    at(&mut t, 20);
+    t.inject_raw(&bad);
+    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2896), "the good segments, not the part of the bad one");
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+    assert_eq!(t.stack.tcp_recv(c, &mut buf), Err(Error::WouldBlock));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -355,16 +355,20 @@ impl Tcp {
                         return Take::BadChecksum;
                     }
                 }
-                // A segment larger than the room, after bytes already copied: the read
-                // ends before it (a short read, which a stream allows), so that the next
-                // read, with the room a fresh buffer has, copies and checks it in one pass.
-                // Filling the room would take a pass over the whole segment to check it and
-                // a second over the rest to copy it later: an application reading 64 KiB
-                // at a time from 64 KiB offload units would pay that for every unit.
-                Some(_) if copied > 0 => return Take::Stop,
-                // Alone larger than the room: the part that fits is copied and summed in one
-                // pass, the rest summed, and the part reported only if the whole checks (no
-                // unverified byte is ever reported read; the rest is copied, verified, later).
+                // A segment less than half of which fits, after bytes already copied: the
+                // read ends before it (a short read, which a stream allows), so that the
+                // next read, with the room a fresh buffer has, copies and checks it in one
+                // pass. Filling the room would take a pass over the whole segment to check
+                // it and a second over the rest to copy it later: an application reading
+                // 64 KiB at a time from 64 KiB offload units would pay that for nearly
+                // every byte.
+                Some(_) if copied > 0 && 2 * n < src.len() => return Take::Stop,
+                // At least half fits, or the segment alone is larger than the room: the part
+                // that fits is copied and summed in one pass, the rest summed, and the part
+                // reported only if the whole checks (no unverified byte is ever reported
+                // read; the rest is copied, verified, later). The rest summed twice is then
+                // no larger than the part, and a reader whose buffer holds a few segments (an
+                // 8 KiB copy loop) gets it filled instead of one read in two or three short.
                 Some(header_sum) => {
                     if !copy_part_checked(out, src, header_sum) {
                         return Take::BadChecksum;
