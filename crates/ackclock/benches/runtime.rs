@@ -8,8 +8,8 @@
 //!
 //! `cargo bench -p ackclock --bench runtime` (MB per stream: first argument, default 256;
 //! `--one-only` for the one-stream ratio and its counts alone, `--pairs N` for N more
-//! baseline/runtime pairs and their median ratio, `--idle-only` for the idle measurement
-//! alone).
+//! baseline/runtime pairs and their median ratio, `--read-buffer BYTES` for the readers'
+//! buffer, default 256 KiB, `--idle-only` for the idle measurement alone).
 
 use ackclock::iface::InterfaceConfig;
 use ackclock::phy::{pipe, Capabilities, PipeConfig};
@@ -30,14 +30,14 @@ fn stack(addr: Ipv4Addr) -> Stack {
 }
 
 /// The baseline: both stacks and the pipe on this thread, virtual time, the same copies.
-fn sans_io(bytes: u64) -> f64 {
+fn sans_io(bytes: u64, read_buffer: usize) -> f64 {
     let (mut da, mut db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
     let (mut a, mut b) = (stack(A), stack(B));
     let mut now = Instant::ZERO;
     let l = b.tcp_listen(SocketAddrV4::new(B, 5001), 16).unwrap();
     let c = a.tcp_connect(SocketAddrV4::new(B, 5001)).unwrap();
     let chunk = vec![0xa5u8; 256 * 1024];
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = vec![0u8; read_buffer];
     let (mut sent, mut got, mut s) = (0u64, 0u64, None);
     let start = std::time::Instant::now();
     // The order of the CLI's loops (serve, fetch): receive, the application's copies, then
@@ -114,7 +114,7 @@ fn counts(rt: &Runtime, calls: u64, mb: f64) -> Counts {
 }
 
 /// `streams` parallel bulk streams between two runtimes.
-fn runtimes(streams: usize, bytes: u64, sync: bool) -> Run {
+fn runtimes(streams: usize, bytes: u64, sync: bool, read_buffer: usize) -> Run {
     let (da, db) = pipe(PipeConfig { depth: 4096, ..Default::default() });
     let config = RuntimeConfig { sync_window_updates: sync, ..Default::default() };
     let ra = Runtime::with_config(stack(A), da, config).unwrap();
@@ -143,7 +143,7 @@ fn runtimes(streams: usize, bytes: u64, sync: bool) -> Run {
         for mut v in servers {
             let reads = &reads;
             s.spawn(move || {
-                let mut buf = vec![0u8; 256 * 1024];
+                let mut buf = vec![0u8; read_buffer];
                 let (mut got, mut calls) = (0, 0);
                 while got < bytes {
                     got += v.read(&mut buf).unwrap() as u64;
@@ -200,12 +200,17 @@ fn main() {
         println!("idle: two runtimes holding 1,000 connections for 10 s used {:.3}% of a core", share * 100.0);
         return;
     }
-    let mb: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(256);
+    let args: Vec<String> = std::env::args().collect();
+    // An option's value, and the MB count: the first number that is not an option's value.
+    let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)?.parse::<usize>().ok());
+    let mb: u64 =
+        (1..args.len()).filter(|&i| !args[i - 1].starts_with("--")).find_map(|i| args[i].parse().ok()).unwrap_or(256);
+    let read_buffer = value("--read-buffer").unwrap_or(256 * 1024).max(1);
     let bytes = mb << 20;
-    let base = sans_io(bytes);
-    let one = runtimes(1, bytes, false);
+    let base = sans_io(bytes, read_buffer);
+    let one = runtimes(1, bytes, false, read_buffer);
     println!(
-        "one stream, {mb} MB: sans-IO on one thread {base:.2} Gbit/s, two runtimes {:.2} Gbit/s: {:.2}x",
+        "one stream, {mb} MB, {read_buffer}-byte reads: sans-IO on one thread {base:.2} Gbit/s, two runtimes {:.2} Gbit/s: {:.2}x",
         one.gbits,
         one.gbits / base
     );
@@ -231,9 +236,9 @@ fn main() {
     }
     // `--pairs N`: N more alternations of the baseline and the two runtimes, each pair a
     // ratio, and their median (load from other processes moves single runs a lot).
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(n) = args.iter().position(|a| a == "--pairs").and_then(|i| args.get(i + 1)?.parse::<usize>().ok()) {
-        let mut ratios: Vec<f64> = (0..n).map(|_| runtimes(1, bytes, false).gbits / sans_io(bytes)).collect();
+    if let Some(n) = value("--pairs").filter(|&n| n > 0) {
+        let mut ratios: Vec<f64> =
+            (0..n).map(|_| runtimes(1, bytes, false, read_buffer).gbits / sans_io(bytes, read_buffer)).collect();
         ratios.sort_by(f64::total_cmp);
         println!(
             "one stream, {n} more pairs of {mb} MB: median {:.2}x (min {:.2}x, max {:.2}x)",
@@ -247,7 +252,7 @@ fn main() {
     }
     for streams in [1, 8, 32] {
         let per = (bytes / streams as u64).max(1 << 20);
-        let (st, at) = (runtimes(streams, per, true), runtimes(streams, per, false));
+        let (st, at) = (runtimes(streams, per, true, read_buffer), runtimes(streams, per, false, read_buffer));
         println!(
             "{streams:>2} streams: sync {:.2} Gbit/s, {:.1} window-update messages/MB; async {:.2} Gbit/s, {:.1} messages/MB ({:.2}x)",
             st.gbits,
