@@ -1452,8 +1452,10 @@ fn small_segment_on_the_full_path_behind_a_deferred_one_is_deferred_too() {
         if corrupt {
             assert_eq!(got, data[..1000]);
             assert_eq!(counters.drops_bad_checksum, 1);
-            t.discard();
-            at(&mut t, 20);
+            for (_, s) in t.run_to(20) {
+                assert!(s.ack.wrapping_sub(P) <= 1000, "an ACK covers the bad segment: {s:?}");
+                assert_ne!(s.ts.map(|t| t.1), Some(2001), "its TSval echoed: {s:?}");
+            }
             t.inject_payload(20, seg("P.").seq(P + 1000).ack(1).win(65535).ts(2002, 1), &data[1000..]);
             assert_eq!(recv_all(&mut t, c), data[1000..]);
         } else {
@@ -1576,19 +1578,110 @@ fn a_read_fills_its_buffer_from_a_deferred_segment_half_of_which_fits() {
     assert_eq!(got, data);
     let counters = t.stack.counters();
     assert_eq!((counters.csum_verified_early, counters.drops_bad_checksum), (0, 0));
+}
 
-    // Two good segments, then one corrupted at byte 1300: past the 1200 a 4 KiB buffer
-    // takes of it, in the part only summed.
-    let base = P + 14480;
-    for i in 0..2u32 {
-        t.inject_payload(20, seg(".").seq(base + 1448 * i).ack(1).win(65535).ts(2100 + i, 1), &data[..1448]);
+/// The boundary of the rule: room for exactly half of the next deferred segment fills the
+/// buffer (the part copied and summed, the rest summed), and the rest comes whole with the
+/// next read.
+#[test]
+fn a_read_with_room_for_exactly_half_a_deferred_segment_fills() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(3000, 34);
+    at(&mut t, 10);
+    for (i, part) in data.chunks(1000).enumerate() {
+        t.inject_payload(10, seg(".").seq(P + 1000 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
     }
-    let bad = corrupted(&t, &seg(".").seq(base + 2896).ack(1).win(65535).ts(2102, 1), &data[..1448], 1300);
-    at(&mut t, 20);
+    let mut buf = [0u8; 2500];
+    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2500));
+    assert_eq!(buf[..], data[..2500]);
+    let mut rest = [0u8; 4096];
+    assert_eq!(t.stack.tcp_recv(c, &mut rest), Ok(500));
+    assert_eq!(rest[..500], data[2500..]);
+    let counters = t.stack.counters();
+    assert_eq!((counters.csum_verified_early, counters.drops_bad_checksum), (0, 0));
+}
+
+/// RFC 1071 §2(B) at the split: the part a read copies and the rest it sums meet at any
+/// byte offset, odd ones included, where the rest's sum is byte-swapped before it is added
+/// (`checksum::add_at`). Good segments split anywhere verify and arrive whole.
+#[test]
+fn deferred_segments_split_by_a_read_at_odd_offsets_verify() {
+    for room in [501usize, 502, 503, 999, 1000] {
+        let (mut t, c) = deferral_conn();
+        let data = stream(3003, 41);
+        at(&mut t, 10);
+        for (i, part) in data.chunks(1001).enumerate() {
+            t.inject_payload(10, seg(".").seq(P + 1001 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
+        }
+        let mut buf = vec![0u8; 1001 + room];
+        assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(1001 + room), "room {room}");
+        let mut got = buf.clone();
+        got.extend(recv_all(&mut t, c));
+        assert_eq!(got, data, "room {room}");
+        assert_eq!(t.stack.counters().drops_bad_checksum, 0, "room {room}");
+    }
+}
+
+/// RFC 9293 §3.1 (MUST-3) and §3.10.7.4, RFC 7323 §4.3: a segment a read fills its buffer
+/// from, corrupted in the part the read copies or in the rest it only sums, behind segments
+/// already copied, is found. The read returns exactly the bytes before it, it is dropped
+/// and counted, no ACK covers it and none echoes its TSval, and its retransmission is then
+/// delivered and acknowledged.
+#[test]
+fn a_corrupted_segment_a_read_fills_from_is_found_in_either_part() {
+    // A 4 KiB read takes 2 x 1448 and then 1200 of the third segment's 1448 bytes.
+    for byte in [0usize, 1, 601, 1199, 1200, 1201, 1447] {
+        let (mut t, c) = deferral_conn();
+        let data = stream(3 * 1448, 35);
+        at(&mut t, 10);
+        for i in 0..2u32 {
+            let part = &data[1448 * i as usize..1448 * (i as usize + 1)];
+            t.inject_payload(10, seg(".").seq(P + 1448 * i).ack(1).win(65535).ts(2000 + i, 1), part);
+        }
+        let bad = corrupted(&t, &seg(".").seq(P + 2896).ack(1).win(65535).ts(2002, 1), &data[2896..], byte);
+        t.inject_raw(&bad);
+        let mut buf = [0u8; 4096];
+        assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2896), "byte {byte}: the good segments alone");
+        assert_eq!(buf[..2896], data[..2896], "byte {byte}");
+        assert_eq!(t.stack.counters().drops_bad_checksum, 1, "byte {byte}");
+        assert_eq!(t.stack.tcp_recv(c, &mut buf), Err(Error::WouldBlock), "byte {byte}");
+        let mut sent: Vec<_> = t.run_to(20).into_iter().map(|(_, s)| s).collect();
+        t.inject_payload(20, seg(".").seq(P + 2896).ack(1).win(65535).ts(2003, 1), &data[2896..]);
+        assert_eq!(recv_all(&mut t, c), data[2896..], "byte {byte}: the retransmission");
+        let before_retransmission = sent.len();
+        sent.extend(t.run_to(300).into_iter().map(|(_, s)| s));
+        for s in &sent[..before_retransmission] {
+            assert!(s.ack.wrapping_sub(P) <= 2896, "byte {byte}: an ACK covers the bad segment: {s:?}");
+            assert_ne!(s.ts.map(|t| t.1), Some(2002), "byte {byte}: its TSval echoed: {s:?}");
+        }
+        let last = sent.last().expect("the retransmission is acknowledged");
+        assert_eq!((last.ack.wrapping_sub(P), last.ts.map(|t| t.1)), (3 * 1448, Some(2003)), "byte {byte}");
+    }
+}
+
+/// RFC 7323 §5.3 R3 with §4.3: after 24 days without a segment, a PAWS-old TSval is taken as
+/// TS.Recent, which only a good segment may set. A data segment with such a TSval is
+/// therefore checked on arrival, not deferred: a corrupted one is dropped at once and leaves
+/// TS.Recent alone, and the good retransmission, older still, is taken by R3 and echoed.
+#[test]
+fn a_paws_old_segment_after_24_idle_days_is_checked_on_arrival() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(1000, 36);
+    t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(5000, 1), &data[..500]);
+    assert_eq!(recv_all(&mut t, c), data[..500]);
+    t.discard();
+    let later = 10 + 25 * 24 * 3600 * 1000;
+    at(&mut t, later);
+    t.discard();
+    let bad = corrupted(&t, &seg(".").seq(P + 500).ack(1).win(65535).ts(4000, 1), &data[500..], 10);
     t.inject_raw(&bad);
-    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2896), "the good segments, not the part of the bad one");
-    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
-    assert_eq!(t.stack.tcp_recv(c, &mut buf), Err(Error::WouldBlock));
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1, "checked on arrival, not deferred");
+    // Older than the bad one's TSval: PAWS would drop it had that TSval become TS.Recent.
+    t.inject_payload(later, seg(".").seq(P + 500).ack(1).win(65535).ts(3000, 1), &data[500..]);
+    assert_eq!(recv_all(&mut t, c), data[500..]);
+    let sent = t.sent_now();
+    let last = sent.last().expect("an ACK for the retransmission");
+    assert_eq!((last.ack.wrapping_sub(P), last.ts.map(|t| t.1)), (1000, Some(3000)));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ pub(crate) const SMALL_SEGMENT: usize = 256;
 /// Whether `seg` may have its payload checksum checked later, during the copy to the
 /// application: it must change nothing but `rcv_nxt` (Afterburner's three tests: an
 /// established connection, nothing but data, the next data in sequence) — no SYN/FIN/RST/URG,
-/// an ACK that moves nothing, the same window, no SACK blocks, nothing out of order, and all
-/// of it inside the window.
+/// an ACK that moves nothing, the same window, no SACK blocks, no timestamp older than
+/// TS.Recent, nothing out of order, and all of it inside the window.
 #[inline]
 pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
     tcb.state == State::Established
@@ -31,6 +31,9 @@ pub(crate) fn deferrable(tcb: &Tcb, seg: &Segment) -> bool {
         // Nothing trimmed: a trimmed segment could not be checked against its header's sum.
         && tcb.fits_window(seg.seq, seg.len)
         && seg.sack.is_empty()
+        // Not PAWS-old: after 24 idle days such a segment sets TS.Recent (RFC 7323 §5.3
+        // R3), which only a segment known to be good may do (§4.3).
+        && !(tcb.ts_enabled && seg.ts.is_some_and(|(tsval, _)| ts_older(tsval, tcb.ts_recent)))
         && tcb.ooo.is_empty()
         && tcb.rcv_fin.is_none()
         && !tcb.shut_rd
