@@ -1659,6 +1659,22 @@ fn a_corrupted_segment_a_read_fills_from_is_found_in_either_part() {
     }
 }
 
+/// A read with no room reads nothing and returns `Ok(0)`, as `recv(2)` of no bytes (and the
+/// runtime's streams) do: it neither looks at a deferred segment (no sum pass) nor consumes
+/// anything, and the next read gets every byte.
+#[test]
+fn a_read_with_an_empty_buffer_reads_nothing() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(1000, 37);
+    t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data);
+    let counts = |t: &Script| (t.stack.counters().csum_verified_early, t.stack.counters().segs_out);
+    let before = counts(&t);
+    assert_eq!(t.stack.tcp_recv(c, &mut []), Ok(0));
+    assert_eq!(counts(&t), before, "no sum pass, nothing sent");
+    assert_eq!(recv_all(&mut t, c), data);
+    assert_eq!(t.stack.counters().csum_verified_early, 0, "the copy checked it");
+}
+
 /// RFC 7323 §5.3 R3 with §4.3: after 24 days without a segment, a PAWS-old TSval is taken as
 /// TS.Recent, which only a good segment may set. A data segment with such a TSval is
 /// therefore checked on arrival, not deferred: a corrupted one is dropped at once and leaves

@@ -342,6 +342,11 @@ impl Tcp {
 
     /// Copy received bytes to the application, verifying deferred checksums during the copy.
     pub(crate) fn recv(&mut self, now: Instant, idx: u32, dst: &mut [u8], io: Io<'_>) -> Result<usize, RequestError> {
+        if dst.is_empty() {
+            // No room reads nothing, as `recv(2)` of no bytes: no segment is looked at (a
+            // deferred one would be summed for nothing) and none is consumed.
+            return self.tcb(idx).map(|_| 0).ok_or(RequestError::NoConnection);
+        }
         let mut copied = 0;
         let copy = |src: &[u8], unverified: Option<u16>| {
             let room = dst.len() - copied;
