@@ -1157,6 +1157,27 @@ fn deferral_conn() -> (Script, TcpHandle) {
     established(cfg, seg("S").win(65535).mss(1460).ts(1000, 0))
 }
 
+/// Reads into a buffer of `room` bytes that must return `wants`, in order; the bytes read
+/// are appended to `got`.
+#[track_caller]
+fn reads_of(t: &mut Script, c: TcpHandle, room: usize, wants: &[usize], got: &mut Vec<u8>) {
+    let mut buf = vec![0u8; room];
+    for &want in wants {
+        assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(want), "a read of {room} after {} bytes", got.len());
+        got.extend_from_slice(&buf[..want]);
+    }
+}
+
+/// At 10 ms, `data` from the first byte the peer sends, in order, in segments of `size`
+/// bytes (the last may be shorter), with TSvals from 2000 up: each one deferred.
+fn inject_in_order(t: &mut Script, data: &[u8], size: usize) {
+    at(t, 10);
+    for (i, part) in data.chunks(size).enumerate() {
+        let seq = P + (size * i) as u32;
+        t.inject_payload(10, seg(".").seq(seq).ack(1).win(65535).ts(2000 + i as u32, 1), part);
+    }
+}
+
 /// The frame of `s` carrying `payload`, with payload byte `at` flipped (the TCP checksum
 /// left as computed for the good payload).
 fn corrupted(t: &Script, s: &Seg, payload: &[u8], at: usize) -> Vec<u8> {
@@ -1273,11 +1294,7 @@ fn deferred_checksum_failure_found_by_recv_bufs() {
 fn recv_bufs_moves_whole_segments_within_max() {
     let (mut t, c) = deferral_conn();
     let data = stream(3000, 27);
-    at(&mut t, 10);
-    for (i, part) in data.chunks(1000).enumerate() {
-        let seq = P + 1000 * i as u32;
-        t.inject_payload(10, seg(".").seq(seq).ack(1).win(65535).ts(2000 + i as u32, 1), part);
-    }
+    inject_in_order(&mut t, &data, 1000);
     let mut segs = Vec::new();
     // Less than one segment: still one, whole.
     assert_eq!(t.stack.tcp_recv_bufs(c, 10, &mut segs), Ok(1000));
@@ -1528,19 +1545,11 @@ fn corrupted_small_segment_behind_a_deferred_one_is_found_by_recv() {
 fn a_read_ends_before_a_deferred_segment_it_cannot_hold_half_of() {
     let (mut t, c) = deferral_conn();
     let data = stream(3000, 31);
-    at(&mut t, 10);
-    for (i, part) in data.chunks(1000).enumerate() {
-        t.inject_payload(10, seg(".").seq(P + 1000 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
-    }
+    inject_in_order(&mut t, &data, 1000);
     let mut got = vec![];
-    let mut buf = [0u8; 2499];
-    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2000), "a short read at the second segment's end");
-    got.extend_from_slice(&buf[..2000]);
-    let mut small = [0u8; 300];
-    for want in [300, 300, 300, 100] {
-        assert_eq!(t.stack.tcp_recv(c, &mut small), Ok(want));
-        got.extend_from_slice(&small[..want]);
-    }
+    // A short read at the second segment's end; then a segment alone larger than the buffer.
+    reads_of(&mut t, c, 2499, &[2000], &mut got);
+    reads_of(&mut t, c, 300, &[300, 300, 300, 100], &mut got);
     assert_eq!(got, data);
     let counters = t.stack.counters();
     assert_eq!((counters.csum_verified_early, counters.drops_bad_checksum), (0, 0));
@@ -1548,7 +1557,7 @@ fn a_read_ends_before_a_deferred_segment_it_cannot_hold_half_of() {
     let bad = corrupted(&t, &seg(".").seq(P + 3000).ack(1).win(65535).ts(2003, 1), &data[..1000], 900);
     at(&mut t, 20);
     t.inject_raw(&bad);
-    assert_eq!(t.stack.tcp_recv(c, &mut small), Err(Error::WouldBlock));
+    assert_eq!(t.stack.tcp_recv(c, &mut [0u8; 300]), Err(Error::WouldBlock));
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
 }
 
@@ -1562,19 +1571,12 @@ fn a_read_ends_before_a_deferred_segment_it_cannot_hold_half_of() {
 fn a_read_fills_its_buffer_from_a_deferred_segment_half_of_which_fits() {
     let (mut t, c) = deferral_conn();
     let data = stream(14480, 32);
-    at(&mut t, 10);
-    for (i, part) in data.chunks(1448).enumerate() {
-        t.inject_payload(10, seg(".").seq(P + 1448 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
-    }
+    inject_in_order(&mut t, &data, 1448);
     let mut got = vec![];
-    let mut buf = [0u8; 4096];
     // 4096 = 2 x 1448 + 1200: 1200 of the third segment's 1448 fit, more than half; then
     // 248 + 2 x 1448 + 952 (half or more again); then 496 + 2 x 1448 = 3392, before a
     // segment only 704 bytes of which would fit (less than half: a short read).
-    for want in [4096, 4096, 3392, 2896] {
-        assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(want));
-        got.extend_from_slice(&buf[..want]);
-    }
+    reads_of(&mut t, c, 4096, &[4096, 4096, 3392, 2896], &mut got);
     assert_eq!(got, data);
     let counters = t.stack.counters();
     assert_eq!((counters.csum_verified_early, counters.drops_bad_checksum), (0, 0));
@@ -1587,10 +1589,7 @@ fn a_read_fills_its_buffer_from_a_deferred_segment_half_of_which_fits() {
 fn a_read_with_room_for_exactly_half_a_deferred_segment_fills() {
     let (mut t, c) = deferral_conn();
     let data = stream(3000, 34);
-    at(&mut t, 10);
-    for (i, part) in data.chunks(1000).enumerate() {
-        t.inject_payload(10, seg(".").seq(P + 1000 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
-    }
+    inject_in_order(&mut t, &data, 1000);
     let mut buf = [0u8; 2500];
     assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2500));
     assert_eq!(buf[..], data[..2500]);
@@ -1609,10 +1608,7 @@ fn deferred_segments_split_by_a_read_at_odd_offsets_verify() {
     for room in [501usize, 502, 503, 999, 1000] {
         let (mut t, c) = deferral_conn();
         let data = stream(3003, 41);
-        at(&mut t, 10);
-        for (i, part) in data.chunks(1001).enumerate() {
-            t.inject_payload(10, seg(".").seq(P + 1001 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1), part);
-        }
+        inject_in_order(&mut t, &data, 1001);
         let mut buf = vec![0u8; 1001 + room];
         assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(1001 + room), "room {room}");
         let mut got = buf.clone();
