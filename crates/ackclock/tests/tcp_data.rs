@@ -1655,12 +1655,37 @@ fn a_corrupted_segment_a_read_fills_from_is_found_in_either_part() {
     }
 }
 
-/// A read with no room reads nothing and returns `Ok(0)`, as `recv(2)` of no bytes (and the
-/// runtime's streams) do: it neither looks at a deferred segment (no sum pass) nor consumes
-/// anything, and the next read gets every byte.
+/// RFC 9293 §3.1 (MUST-3) and §3.10.7.4: a segment whose checksum fails is dropped without
+/// an answer, deferred or not. At the start of a connection every data segment owes a quick
+/// ACK; the ACK for a deferred one first checks it, and when it fails the ACK it asked for
+/// is not sent either: three corrupted segments must not draw three duplicate ACKs, which
+/// would make the peer retransmit as for a loss (RFC 5681 §3.2).
+#[test]
+fn a_corrupted_deferred_segment_draws_no_ack() {
+    for len in [100usize, 1000] {
+        let (mut t, _c) = deferral_conn();
+        t.discard();
+        let data = stream(len, 38);
+        for (i, ms) in [10u64, 20, 30].into_iter().enumerate() {
+            let bad = corrupted(&t, &seg(".").seq(P).ack(1).win(65535).ts(2000 + i as u32, 1), &data, len / 2);
+            at(&mut t, ms);
+            t.inject_raw(&bad);
+            let sent = t.run_to(ms + 5);
+            assert_eq!(t.stack.counters().drops_bad_checksum, i as u64 + 1, "{len} bytes");
+            assert!(sent.is_empty(), "{len} bytes, corrupted segment {}: {sent:?}", i + 1);
+        }
+    }
+}
+
+/// A read with no room reads nothing. With bytes queued it returns `Ok(0)`, as Linux's
+/// `recv(2)` of no bytes (`tcp_recvmsg` finds the queue readable and copies nothing) and the
+/// runtime's streams do: it neither looks at a deferred segment (no sum pass) nor consumes
+/// anything, and the next read gets every byte. With nothing queued it returns what any
+/// read would: `WouldBlock`, then the end of the stream after the FIN.
 #[test]
 fn a_read_with_an_empty_buffer_reads_nothing() {
     let (mut t, c) = deferral_conn();
+    assert_eq!(t.stack.tcp_recv(c, &mut []), Err(Error::WouldBlock));
     let data = stream(1000, 37);
     t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data);
     let counts = |t: &Script| (t.stack.counters().csum_verified_early, t.stack.counters().segs_out);
@@ -1669,6 +1694,8 @@ fn a_read_with_an_empty_buffer_reads_nothing() {
     assert_eq!(counts(&t), before, "no sum pass, nothing sent");
     assert_eq!(recv_all(&mut t, c), data);
     assert_eq!(t.stack.counters().csum_verified_early, 0, "the copy checked it");
+    t.inject(20, seg("F.").seq(P + 1000).ack(1).win(65535).ts(2001, 1));
+    assert_eq!(t.stack.tcp_recv(c, &mut []), Ok(0), "the end of the stream");
 }
 
 /// RFC 7323 §5.3 R3 with §4.3: after 24 days without a segment, a PAWS-old TSval is taken as

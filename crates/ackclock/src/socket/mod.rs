@@ -294,7 +294,8 @@ impl Stack {
     /// return fewer bytes than `buf` holds while more are queued: a read ends before a
     /// segment whose checksum is still to be checked during the copy if `buf` cannot take
     /// half of it, so that the next read checks and copies it in one pass. An empty `buf`
-    /// reads nothing and returns `Ok(0)`, as `recv(2)` of no bytes does.
+    /// reads nothing: `Ok(0)` while bytes are queued, as Linux's `recv(2)` of no bytes,
+    /// else what any read would return (an error, the end of the stream, `WouldBlock`).
     pub fn tcp_recv(&mut self, h: TcpHandle, buf: &mut [u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };

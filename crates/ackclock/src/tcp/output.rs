@@ -52,7 +52,7 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
     // SND.NXT below its RCV.NXT, unacceptable (RFC 9293 §3.10.7.4), and drop it unread. With
     // both ends in that state neither would ever learn what the other received.
     if !sent && tcb.ack_now && super::fastout::pure_ack(env, tcb).is_none() {
-        let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
+        send_owed_ack(env, tcb);
     }
     // Starved of buffers with an ACK or a FIN owed: nothing else would bring us back here.
     let fin_owed = tcb.fin_queued && tcb.snd_nxt == tcb.snd_end && tcb.snd_nxt_idx >= tcb.sndq.len();
@@ -419,14 +419,35 @@ fn sack_blocks_some(tcb: &mut Tcb, room: usize) -> SackBlocks {
     blocks
 }
 
+/// The ACK owed when `fastout::pure_ack` could not predict it: deferred data to check first,
+/// perhaps. The ACK may be owed only for that data (a quick ACK), and a segment that fails
+/// takes back the ACK it asked for (`reject_from`): a bad segment is dropped without an
+/// answer (RFC 9293 §3.1), not with a duplicate ACK.
+#[inline(never)]
+fn send_owed_ack(env: &mut Env, tcb: &mut Tcb) {
+    if tcb.rcv_unverified > 0 {
+        verify_for_ack(env, tcb);
+    }
+    if tcb.ack_now {
+        let _ = send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
+    }
+}
+
+/// Check the deferred data an ACK about to be sent would cover (`verify_pending`), counted
+/// in `csum_verified_for_ack` too.
+#[cold]
+fn verify_for_ack(env: &mut Env, tcb: &mut Tcb) {
+    let before = env.counters.csum_verified_early;
+    verify_pending(env, tcb);
+    env.counters.csum_verified_for_ack += env.counters.csum_verified_early - before;
+}
+
 /// Header fields every segment of an established connection carries.
 #[inline(always)]
 fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, option_room: usize) -> Hdr {
     if tcb.rcv_unverified > 0 {
         // An ACK must not cover data whose checksum is unchecked: check it now.
-        let before = env.counters.csum_verified_early;
-        verify_pending(env, tcb);
-        env.counters.csum_verified_for_ack += env.counters.csum_verified_early - before;
+        verify_for_ack(env, tcb);
     }
     let ack = tcb.ack_seq();
     let ts = tcb.ts_enabled.then(|| (tcb.ts_now(env.now), tcb.ts_recent));

@@ -343,9 +343,11 @@ impl Tcp {
     /// Copy received bytes to the application, verifying deferred checksums during the copy.
     pub(crate) fn recv(&mut self, now: Instant, idx: u32, dst: &mut [u8], io: Io<'_>) -> Result<usize, RequestError> {
         if dst.is_empty() {
-            // No room reads nothing, as `recv(2)` of no bytes: no segment is looked at (a
-            // deferred one would be summed for nothing) and none is consumed.
-            return self.tcb(idx).map(|_| 0).ok_or(RequestError::NoConnection);
+            // No room reads nothing, as Linux's `recv(2)` of no bytes: `Ok(0)` while bytes
+            // are queued, without looking at them (a deferred segment would be summed for
+            // nothing); else what any read would return (an error, the end, `WouldBlock`).
+            let tcb = self.tcb(idx).ok_or(RequestError::NoConnection)?;
+            return if tcb.rcvq.is_empty() { empty_read(tcb) } else { Ok(0) };
         }
         let mut copied = 0;
         let copy = |src: &[u8], unverified: Option<u16>| {
