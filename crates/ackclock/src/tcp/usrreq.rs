@@ -717,8 +717,8 @@ impl Tcp {
     }
 }
 
-/// What a read that takes no byte returns: end of stream (`Ok(0)`) once read past the FIN or
-/// closed without an error, else the connection's error, else `WouldBlock`.
+/// What a read that takes no byte returns: the connection's error if it has one, else the
+/// end of the stream (`Ok(0)`) once read past the FIN or closed, else `WouldBlock`.
 #[inline(always)]
 fn empty_read(tcb: &tcb::Tcb) -> Result<usize, RequestError> {
     match tcb.error {
