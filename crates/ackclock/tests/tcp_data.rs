@@ -1677,6 +1677,44 @@ fn a_corrupted_deferred_segment_draws_no_ack() {
     }
 }
 
+/// The same without quick ACKs, where the ACK a deferred segment owes comes from the
+/// delayed-ACK timer (RFC 5681 §4.2): corrupted, it owes nothing and nothing is sent, not
+/// even when the timer comes due. A good segment ahead of a corrupted one is acknowledged
+/// alone, once. A segment behind a
+/// corrupted one is dropped with it, unchecked: in effect it arrived out of order, which
+/// owes one immediate duplicate ACK (RFC 5681 §4.2), not a delayed one.
+#[test]
+fn corrupted_deferred_segments_draw_no_delayed_ack() {
+    let cfg = TcpConfig { recv_buffer: 65535, quick_acks: false, ..tcp_config() };
+    let data = stream(2000, 39);
+    for (good, bad) in [(0usize, 1usize), (0, 2), (1, 1)] {
+        let (mut t, _c) = established(cfg.clone(), seg("S").win(65535).mss(1460).ts(1000, 0));
+        t.discard();
+        at(&mut t, 10);
+        for i in 0..good + bad {
+            let s = seg(".").seq(P + 1000 * i as u32).ack(1).win(65535).ts(2000 + i as u32, 1);
+            let part = &data[1000 * i..1000 * (i + 1)];
+            match i < good {
+                true => t.inject_payload(10, s, part),
+                false => t.inject_raw(&corrupted(&t, &s, part, 500)),
+            }
+        }
+        let (times, sent): (Vec<u64>, Vec<_>) = t.run_to(300).into_iter().unzip();
+        assert_eq!(t.stack.counters().drops_bad_checksum, 1, "{good} good, {bad} bad");
+        let acks: Vec<(u64, u32)> = times.iter().zip(&sent).map(|(&ms, s)| (ms, s.ack.wrapping_sub(P))).collect();
+        // The duplicate ACK at once. The good segment's ACK also goes at once: with the bad
+        // one behind it, two segments owed an ACK (RFC 5681 §4.2's every second segment)
+        // before the check took one back; an ACK sooner than the rule asks is allowed.
+        let want: Vec<(u64, u32)> = match (good, bad) {
+            (0, 1) => vec![],
+            (0, _) => vec![(11, 0)],
+            _ => vec![(11, 1000 * good as u32)],
+        };
+        assert_eq!(acks, want, "{good} good, {bad} bad: {sent:?}");
+        assert!(sent.iter().all(|s| s.ts.is_some_and(|t| t.1 < 2000 + good as u32)), "a bad TSval echoed");
+    }
+}
+
 /// A read with no room reads nothing. With bytes queued it returns `Ok(0)`, as Linux's
 /// `recv(2)` of no bytes (`tcp_recvmsg` finds the queue readable and copies nothing) and the
 /// runtime's streams do: it neither looks at a deferred segment (no sum pass) nor consumes

@@ -274,6 +274,7 @@ impl Tcp {
             rcv_unverified: 0,
             ooo: Default::default(),
             ack_now: false,
+            ack_for_data: false,
             unacked_segs: 0,
             dsack: None,
             quickack: QuickAck::new(self.config.quick_acks),

@@ -447,8 +447,13 @@ pub(crate) struct Tcb {
     pub ooo: LazyOoo,
 
     // Acknowledgement state.
-    /// An ACK must go out at the next output.
+    /// An ACK must go out at the next output. Set with [`Tcb::owe_ack`] or
+    /// [`Tcb::owe_data_ack`].
     pub ack_now: bool,
+    /// `ack_now` is owed only for received data, by the ACK rule (every second segment, a
+    /// quick ACK, the delayed-ACK timer): if that data fails its deferred checksum, no ACK
+    /// is owed at all (`input::reject_from`).
+    pub ack_for_data: bool,
     /// Full-sized segments received since the last ACK we sent (RFC 5681 §4.2).
     pub unacked_segs: u32,
     /// A D-SACK block to report in the next ACK (RFC 2883).
@@ -486,6 +491,21 @@ pub(crate) struct Tcb {
 }
 
 impl Tcb {
+    /// Owe an ACK at the next output, for anything but the ACK rule for received data.
+    #[inline]
+    pub fn owe_ack(&mut self) {
+        self.ack_now = true;
+        self.ack_for_data = false;
+    }
+
+    /// Owe an ACK by the ACK rule for received data: owed for that data alone unless it was
+    /// already owed for something else.
+    #[inline]
+    pub fn owe_data_ack(&mut self) {
+        self.ack_for_data |= !self.ack_now;
+        self.ack_now = true;
+    }
+
     /// Sequence number our ACKs carry: everything before it is in the receive queue and
     /// verified.
     #[inline]

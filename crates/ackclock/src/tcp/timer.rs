@@ -36,7 +36,7 @@ pub(crate) fn expire(env: &mut Env, tcb: &mut Tcb) -> Outcome {
         // RFC 5681 §4.2: the delayed ACK is owed now. No data of ours carried it: the
         // connection is not interactive after all (Linux `tcp_delack_timer_handler`).
         tcb.timers.delack.clear();
-        tcb.ack_now = true;
+        tcb.owe_data_ack();
         tcb.quickack.pingpong = false;
     }
     if due(tcb.timers.retry.get()) {

@@ -505,7 +505,7 @@ impl Tcp {
         }
         let nothing = empty_read(tcb);
         if copied > 0 && !self.defer_window_update && output::window_update_due(tcb) {
-            tcb.ack_now = true;
+            tcb.owe_ack();
         }
         let wake = copied > 0 && tcb.ack_now;
         if wake {
@@ -698,7 +698,7 @@ impl Tcp {
         if !output::window_update_urgent(t) {
             return false;
         }
-        t.ack_now = true;
+        t.owe_ack();
         self.changed(idx);
         true
     }

@@ -107,6 +107,7 @@ pub(crate) fn accept_verified(env: &mut Env, tcb: &mut Tcb, idx: usize) {
 /// The deferred segment at `idx` failed its checksum: drop it and everything after it.
 pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
     let seq = tcb.rcvq[idx].seq;
+    let behind = tcb.rcvq.len() - idx - 1;
     while tcb.rcvq.len() > idx {
         if let Some(s) = tcb.rcvq.pop_back() {
             tcb.rcv_queued -= s.buf.len();
@@ -121,14 +122,18 @@ pub(crate) fn reject_from(env: &mut Env, tcb: &mut Tcb, idx: usize) {
     tcb.stats.bytes_received -= back as u64;
     tcb.stats.bad_checksums += 1;
     env.counters.drop(DropReason::BadChecksum);
-    // The dropped bytes owe no ACK.
-    if tcb.rcv_unverified == 0 && tcb.ack_seq() == tcb.last_ack_sent {
+    if behind > 0 {
+        // The segments dropped behind it arrived, in effect, out of order: that owes an
+        // immediate (duplicate) ACK, which tells the peer where the hole is (RFC 5681 §4.2).
+        tcb.owe_ack();
+    } else if tcb.rcv_unverified == 0 && tcb.ack_seq() == tcb.last_ack_sent {
+        // The dropped bytes owe no ACK: neither a delayed one nor one owed now for them
+        // alone (a quick ACK, every second segment, the delayed-ACK timer come due).
         tcb.timers.delack.clear();
         tcb.unacked_segs = 0;
-        // Nor does a quick ACK owed only for them.
-        if tcb.quickack.owed {
-            tcb.quickack.owed = false;
+        if tcb.ack_for_data {
             tcb.ack_now = false;
+            tcb.quickack.owed = false;
         }
     }
 }

@@ -269,7 +269,7 @@ impl Tcp {
                 if !has_listener {
                     // Nobody listens (we had opened actively): stay in TIME-WAIT and ACK,
                     // as Linux falls through from TW_SYN to TW_ACK.
-                    tcb.ack_now = true;
+                    tcb.owe_ack();
                 } else {
                     // RFC 1122 §4.2.2.13 / Linux: the new incarnation's ISS lies above the
                     // old sequence space. A handle the application still holds keeps the

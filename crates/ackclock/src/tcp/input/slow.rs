@@ -74,7 +74,7 @@ pub(crate) fn syn_sent(env: &mut Env, tcb: &mut Tcb, seg: &Segment, payload: PBu
         tcb.max_snd_wnd = tcb.snd_wnd;
         tcb.snd_wl1 = seg.seq;
         tcb.snd_wl2 = seg.ack;
-        tcb.ack_now = true;
+        tcb.owe_ack();
         // Data on a SYN-ACK is rare; take it through the ordinary text processing.
         if seg.len > 0 || seg.flags.contains(TcpFlags::FIN) {
             let mut rest = *seg;
@@ -154,7 +154,7 @@ pub(crate) fn synchronized(
                 // rate (Linux), or two ends whose TS.Recent was poisoned by a forged
                 // segment would ACK each other's drops forever.
                 if seg.len > 0 || oow_ack_allowed(env, tcb) {
-                    tcb.ack_now = true;
+                    tcb.owe_ack();
                 }
                 return Outcome::Keep;
             }
@@ -190,7 +190,7 @@ pub(crate) fn synchronized(
                 tcb.max_snd_wnd = tcb.snd_wnd;
                 tcb.snd_wl1 = seg.seq;
                 tcb.snd_wl2 = seg.ack;
-                tcb.ack_now = true;
+                tcb.owe_ack();
                 return if tcb.listener.is_some() { Outcome::Established } else { Outcome::Keep };
             }
             // A retransmitted SYN: our SYN-ACK was lost; send it again.
@@ -219,7 +219,7 @@ pub(crate) fn synchronized(
             // ACK was lost); a dataless one at most every 500 ms, so that two ends that
             // disagree cannot ping-pong ACKs (Linux `tcp_oow_rate_limited`).
             if seg.len > 0 || oow_ack_allowed(env, tcb) {
-                tcb.ack_now = true;
+                tcb.owe_ack();
             }
             // A duplicate of data we already have: report it with a D-SACK (RFC 2883 §4).
             if seg.len > 0 && tcb.sack_enabled && seg.seq < tcb.rcv_nxt {
@@ -377,7 +377,7 @@ pub(crate) fn synchronized(
         State::TimeWait => {
             // Only a retransmitted FIN can arrive: acknowledge it and restart 2 MSL.
             if f.contains(TcpFlags::FIN) {
-                tcb.ack_now = true;
+                tcb.owe_ack();
                 enter_time_wait(env, tcb);
             }
             return Outcome::Keep;
@@ -435,7 +435,7 @@ fn oow_ack_allowed(env: &Env, tcb: &mut Tcb) -> bool {
 pub(crate) fn challenge_ack(env: &mut Env, tcb: &mut Tcb) {
     if env.challenge.allow(env.now, env.config.challenge_ack_limit) {
         env.counters.challenge_acks += 1;
-        tcb.ack_now = true;
+        tcb.owe_ack();
     } else {
         env.counters.challenge_acks_suppressed += 1;
     }
@@ -472,7 +472,7 @@ fn text_and_fin(
         let _ = payload.trim_front(dup as usize);
         seq += dup;
         len -= dup;
-        tcb.ack_now = true;
+        tcb.owe_ack();
     }
     // What fits: up to the advertised right edge.
     let wnd_end = tcb.rcv_adv.max(tcb.rcv_nxt);
@@ -490,7 +490,7 @@ fn text_and_fin(
             // is once its pool runs low: one-byte segments from a few peers, each within its
             // own bound, would otherwise hold every buffer the device receives into.
             env.counters.drop(DropReason::RcvQueueFull);
-            tcb.ack_now = true;
+            tcb.owe_ack();
         } else {
             // Out of order (RFC 5681 §4.2: ACK at once, so the sender sees a duplicate ACK).
             let pos = tcb.rcv_pos(seq);
@@ -502,10 +502,10 @@ fn text_and_fin(
             if matches!(ins, Insert::Duplicate { .. }) {
                 fin = false;
             }
-            tcb.ack_now = true;
+            tcb.owe_ack();
         }
     } else if seg.len > 0 {
-        tcb.ack_now = true;
+        tcb.owe_ack();
     }
     if fin {
         tcb.rcv_fin = Some(seq + len);
@@ -634,10 +634,10 @@ pub(crate) fn in_order_ack_rule(
     // (Linux `__tcp_ack_snd_check`), which acknowledges every segment at once.
     tcb.unacked_segs += segs;
     if filled_hole || tcb.unacked_segs >= 2 {
-        tcb.ack_now = true;
+        tcb.owe_data_ack();
         tcb.quickack.owed = false;
     } else if tcb.quickack.active() {
-        tcb.ack_now = true;
+        tcb.owe_data_ack();
         tcb.quickack.owed = true;
     } else if tcb.timers.delack.is_none() {
         tcb.timers.delack.set(now + delayed_ack);
@@ -720,7 +720,7 @@ fn fin_arrives(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     }
     tcb.rcv_fin = None;
     tcb.advance_rcv_nxt(1);
-    tcb.ack_now = true;
+    tcb.owe_ack();
     match tcb.state {
         State::SynReceived | State::Established => tcb.state = State::CloseWait,
         State::FinWait1 => {
