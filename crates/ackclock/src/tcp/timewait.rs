@@ -14,7 +14,7 @@
 
 use super::env::Env;
 use super::header::Hdr;
-use super::input::{ts_older, Segment};
+use super::input::{oow_exempt, ts_older, Segment};
 use super::seq::SeqNumber;
 use super::stats::DropReason;
 use super::tcb::{FourTuple, State, Tcb};
@@ -250,7 +250,7 @@ fn tw_segment(env: &mut Env, e: &mut TwEntry, seg: &Segment) -> TwAction {
     if let (true, Some((tsval, _))) = (e.ts_enabled, seg.ts) {
         if !f.contains(TcpFlags::RST) && ts_older(tsval, e.ts_recent) {
             env.counters.drop(DropReason::Paws);
-            return if seg.len > 0 || oow_ack_allowed(env, e) { TwAction::Ack } else { TwAction::Nothing };
+            return if oow_exempt(seg) || oow_ack_allowed(env, e) { TwAction::Ack } else { TwAction::Nothing };
         }
     }
     let rcv_wnd = if e.rcv_adv > e.rcv_nxt { e.rcv_adv.since(e.rcv_nxt) } else { 0 };
@@ -280,7 +280,8 @@ fn tw_segment(env: &mut Env, e: &mut TwEntry, seg: &Segment) -> TwAction {
             restart(env, e);
         }
         if !f.contains(TcpFlags::RST) {
-            ack = seg.len > 0 || oow_ack_allowed(env, e);
+            // A FIN or data always (Linux `tcp_oow_rate_limited`: `seq != end_seq`).
+            ack = oow_exempt(seg) || oow_ack_allowed(env, e);
         }
         env.counters.drop(DropReason::OutOfWindow);
         return if ack { TwAction::Ack } else { TwAction::Nothing };

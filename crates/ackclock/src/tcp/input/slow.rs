@@ -153,7 +153,7 @@ pub(crate) fn synchronized(
                 // RFC 7323 §5.3: acknowledge and drop; dataless ones at the out-of-window
                 // rate (Linux), or two ends whose TS.Recent was poisoned by a forged
                 // segment would ACK each other's drops forever.
-                if seg.len > 0 || oow_ack_allowed(env, tcb) {
+                if oow_exempt(seg) || oow_ack_allowed(env, tcb) {
                     tcb.owe_ack();
                 }
                 return Outcome::Keep;
@@ -186,7 +186,8 @@ pub(crate) fn synchronized(
                 tcb.state = State::Established;
                 ack_advance(env, tcb, seg.ack, seg.ts);
                 tcb.rtt.syn_fallback();
-                tcb.snd_wnd = (seg.wnd as u32) << tcb.snd_wscale;
+                // A SYN-ACK's window is never scaled (RFC 7323 §2.2).
+                tcb.snd_wnd = seg.wnd as u32;
                 tcb.max_snd_wnd = tcb.snd_wnd;
                 tcb.snd_wl1 = seg.seq;
                 tcb.snd_wl2 = seg.ack;
@@ -215,10 +216,11 @@ pub(crate) fn synchronized(
             enter_time_wait(env, tcb);
         }
         if !f.contains(TcpFlags::RST) {
-            // A segment with data always gets its ACK (it may be a retransmission whose
-            // ACK was lost); a dataless one at most every 500 ms, so that two ends that
-            // disagree cannot ping-pong ACKs (Linux `tcp_oow_rate_limited`).
-            if seg.len > 0 || oow_ack_allowed(env, tcb) {
+            // A segment with data or a FIN always gets its ACK (it may be a retransmission
+            // whose ACK was lost); one that occupies no sequence space at most every 500 ms,
+            // so that two ends that disagree cannot ping-pong ACKs (Linux
+            // `tcp_oow_rate_limited`: `seq != end_seq`).
+            if oow_exempt(seg) || oow_ack_allowed(env, tcb) {
                 tcb.owe_ack();
             }
             // A duplicate of data we already have: report it with a D-SACK (RFC 2883 §4).
@@ -264,7 +266,13 @@ pub(crate) fn synchronized(
         };
     }
 
-    // Fourth: SYN in a synchronized state (RFC 5961 §4): challenge ACK, never a reset.
+    // Fourth: SYN. A passively opened SYN-RECEIVED connection returns to LISTEN (RFC 9293
+    // §3.10.7.4), which for us means forgetting this attempt.
+    if f.contains(TcpFlags::SYN) && tcb.state == State::SynReceived && tcb.listener.is_some() {
+        tcb.state = State::Closed;
+        return Outcome::Delete;
+    }
+    // In a synchronized state (RFC 5961 §4): challenge ACK, never a reset.
     if f.contains(TcpFlags::SYN) {
         if tcb.state == State::TimeWait {
             if let Some(o) = time_wait_syn(tcb, seg) {
@@ -340,7 +348,9 @@ pub(crate) fn synchronized(
     }
     // Window update (RFC 9293 §3.10.7.4, fifth step): only from a segment newer than the
     // last one that updated it, so that an old reordered segment cannot shrink it.
-    if tcb.snd_wl1 < seg.seq || (tcb.snd_wl1 == seg.seq && tcb.snd_wl2 <= seg.ack) {
+    // Only an ACK that is not old (SND.UNA =< SEG.ACK; an advancing one has just moved
+    // SND.UNA to it) may update the window.
+    if tcb.snd_una <= seg.ack && (tcb.snd_wl1 < seg.seq || (tcb.snd_wl1 == seg.seq && tcb.snd_wl2 <= seg.ack)) {
         let wnd = (seg.wnd as u32) << tcb.snd_wscale;
         if wnd > 0 && tcb.snd_wnd == 0 {
             // The window opened: stop probing (RFC 9293 §3.8.6.1).
@@ -416,6 +426,12 @@ fn time_wait_syn(tcb: &Tcb, seg: &Segment) -> Option<Outcome> {
         _ => false,
     };
     (seg.seq > tcb.rcv_nxt || newer_ts).then_some(Outcome::Reincarnate)
+}
+
+/// Linux `tcp_oow_rate_limited`: a segment that occupies sequence space (data or a FIN:
+/// `seq != end_seq`) without a SYN is not part of an ACK loop; its ACK is never rate limited.
+pub(crate) fn oow_exempt(seg: &Segment) -> bool {
+    seg.seg_len() > 0 && !seg.flags.contains(TcpFlags::SYN)
 }
 
 /// Linux `tcp_invalid_ratelimit`: at most one ACK per 500 ms per connection for dataless
