@@ -468,11 +468,18 @@ impl Inner {
 
     /// Wait to accept from `l`: a blocked thread (`None`) or a task.
     fn register_accept(&mut self, l: ListenerHandle, waker: Option<&Waker>) {
-        let known = self.accepting.iter_mut().find(|(x, w)| *x == l && w.is_none() == waker.is_none());
-        match (known, waker) {
-            (Some((_, Some(stored))), Some(waker)) if !stored.will_wake(waker) => *stored = waker.clone(),
-            (Some(_), _) => {}
-            (None, waker) => self.accepting.push((l, waker.cloned())),
+        // One entry for the blocked threads, one per waiting task: a task's waker is never
+        // replaced by another task's (tokio's `accept` may be awaited by several at once).
+        let known = self.accepting.iter().any(|(x, w)| {
+            *x == l
+                && match (w, waker) {
+                    (None, None) => true,
+                    (Some(stored), Some(waker)) => stored.will_wake(waker),
+                    _ => false,
+                }
+        });
+        if !known {
+            self.accepting.push((l, waker.cloned()));
         }
     }
 

@@ -709,7 +709,8 @@ impl TcpStream {
     }
 
     /// Half-close (`Write`: FIN after the queued data; reading goes on), stop reading
-    /// (`Read`: reads return 0, and data that still arrives resets the connection), or both.
+    /// (`Read`: reads return 0; the peer may still send, and writing goes on, as on Linux),
+    /// or both (data that still arrives then resets the connection).
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         let core = match how {
             Shutdown::Read => CoreShutdown::Read,

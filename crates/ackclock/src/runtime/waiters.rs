@@ -43,6 +43,9 @@ pub(super) struct SlotWait<H> {
     pub replies: u64,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
+    /// Wakers of further tasks waiting at once (tokio's `readable()`/`recv_from()` from
+    /// several tasks sharing a socket): empty, and never allocated, with one task per side.
+    more_wakers: Vec<Waker>,
 }
 
 impl<H> Default for SlotWait<H> {
@@ -60,6 +63,7 @@ impl<H> Default for SlotWait<H> {
             replies: 0,
             read_waker: None,
             write_waker: None,
+            more_wakers: Vec::new(),
         }
     }
 }
@@ -118,8 +122,13 @@ impl<H: Copy> Waiters<H> {
         };
         if let Some(waker) = waker {
             // A task polled again keeps its waker: no clone (a reference count) per poll.
-            if !stored.as_ref().is_some_and(|s| s.will_wake(waker)) {
-                *stored = Some(waker.clone());
+            // Another task waiting on the same side is kept too, not replaced: each must be
+            // woken (a replaced waker is a lost wake-up).
+            match stored {
+                None => *stored = Some(waker.clone()),
+                Some(s) if s.will_wake(waker) => {}
+                Some(_) if w.more_wakers.iter().any(|m| m.will_wake(waker)) => {}
+                Some(_) => w.more_wakers.push(waker.clone()),
             }
         }
         if !w.listed {
@@ -141,6 +150,7 @@ impl<H: Copy> Waiters<H> {
             if let Some(waker) = w.read_waker.take() {
                 waker.wake();
             }
+            w.more_wakers.drain(..).for_each(Waker::wake);
             w.read = false;
         }
         if w.write && now & WRITE_MASK != w.write_seen {
@@ -150,6 +160,7 @@ impl<H: Copy> Waiters<H> {
             if let Some(waker) = w.write_waker.take() {
                 waker.wake();
             }
+            w.more_wakers.drain(..).for_each(Waker::wake);
             w.write = false;
         }
         !(w.read || w.write)
@@ -187,6 +198,7 @@ impl<H: Copy> Waiters<H> {
         for waker in [w.read_waker.take(), w.write_waker.take()].into_iter().flatten() {
             waker.wake();
         }
+        w.more_wakers.drain(..).for_each(Waker::wake);
         w.read = false;
         w.write = false;
         w.read_thread = false;
@@ -226,6 +238,7 @@ impl<H: Copy> Waiters<H> {
             for waker in [w.read_waker.take(), w.write_waker.take()].into_iter().flatten() {
                 waker.wake();
             }
+            w.more_wakers.drain(..).for_each(Waker::wake);
         }
     }
 }

@@ -542,8 +542,9 @@ impl Tcp {
         Ok(())
     }
 
-    /// Shut down the read side: queued data is discarded, and later data resets the
-    /// connection (as Linux does).
+    /// Shut down the read side: queued data is discarded. Later data is still taken in
+    /// (Linux); once the write side is shut down too it resets the connection, as Linux
+    /// does in FIN-WAIT-1/2.
     pub(crate) fn shutdown_read(&mut self, idx: u32) -> Result<(), RequestError> {
         let tcb = self.tcb_mut(idx).ok_or(RequestError::NoConnection)?;
         tcb.shut_rd = true;

@@ -472,8 +472,10 @@ fn text_and_fin(
         // CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: the peer already sent its FIN.
         len = 0;
     }
-    if len > 0 && tcb.shut_rd {
-        // Linux: data for a socket that will never read it resets the connection.
+    if len > 0 && tcb.shut_rd && tcb.fin_queued {
+        // Linux (`tcp_rcv_state_process`, FIN-WAIT-1/2 with RCV_SHUTDOWN): data for a
+        // socket closed, or shut down both ways, resets the connection. After
+        // shutdown(Read) alone the data is queued as usual (Linux does not reset then).
         output::send_reset(env, seg, Some(tcb.snd_nxt), None);
         tcb.error = Some(ConnError::Reset);
         tcb.state = State::Closed;
