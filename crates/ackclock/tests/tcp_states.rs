@@ -365,7 +365,7 @@ fn close_with_unread_data_sends_rst() {
 /// (FIN-WAIT-1/2 with RCV_SHUTDOWN, as after close), data resets the connection with
 /// `<SEQ=SND.NXT><CTL=RST>` and the application sees `Reset` (RFC 1122 §4.2.2.13).
 #[test]
-fn data_after_shutdown_read_resets() {
+fn data_resets_only_once_both_halves_are_shut() {
     let mut t = Script::new(tcp_config());
     let (_l, c) = established(&mut t);
     t.stack.tcp_shutdown(c, Shutdown::Read).unwrap();
