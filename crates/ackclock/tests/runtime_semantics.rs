@@ -175,7 +175,10 @@ fn writing_to_a_closed_peer_ends_in_an_error() {
         let mut errs = Vec::new();
         for _ in 0..2000 {
             match client.write(b"hello") {
-                Ok(_) => std::thread::sleep(Duration::from_millis(2)),
+                Ok(n) => {
+                    assert_eq!(n, 5, "a short write of five bytes");
+                    std::thread::sleep(Duration::from_millis(2))
+                }
                 Err(e) => {
                     errs.push(e.kind());
                     if errs.len() == 2 {
@@ -518,6 +521,97 @@ mod tokio_side {
                     tokio::join!(tokio::spawn(side(client, data.clone())), tokio::spawn(side(server, data.clone())));
                 assert!(g1.unwrap() == *data);
                 assert!(g2.unwrap() == *data);
+            });
+        });
+    }
+
+    /// tokio's `into_split`: the owned halves move into two tasks, 1 MB each way; dropping
+    /// the write half half-closes the connection (the peer reads the end of the stream) while
+    /// the read half still reads; `reunite` gives the stream back from its own halves only.
+    #[test]
+    fn owned_halves_and_the_write_half_dropped() {
+        deadline(60, || {
+            let (a, b) = pair();
+            let rt = rt();
+            rt.block_on(async {
+                let listener = ATcpListener::bind(&b, b_at(206)).unwrap();
+                let client = ATcpStream::connect(&a, b_at(206)).await.unwrap();
+                let (server, _) = listener.accept().await.unwrap();
+                let mut data = vec![0u8; 1 << 20];
+                pattern(2, &mut data);
+                let data = std::sync::Arc::new(data);
+                let side = |s: ATcpStream, data: std::sync::Arc<Vec<u8>>| async move {
+                    let (mut r, mut w) = s.into_split();
+                    assert_eq!(r.peer_addr().unwrap(), w.peer_addr().unwrap());
+                    // Written, then dropped: the FIN follows the data.
+                    let wr = tokio::spawn(async move { w.write_all(&data).await.unwrap() });
+                    let mut got = Vec::new();
+                    r.read_to_end(&mut got).await.unwrap();
+                    wr.await.unwrap();
+                    got
+                };
+                let (g1, g2) =
+                    tokio::join!(tokio::spawn(side(client, data.clone())), tokio::spawn(side(server, data.clone())));
+                assert!(g1.unwrap() == *data);
+                assert!(g2.unwrap() == *data);
+
+                // Reuniting: two streams' halves are refused and given back; one stream's
+                // are the stream again (no half-close on the way).
+                let c1 = ATcpStream::connect(&a, b_at(206)).await.unwrap();
+                let (mut s1, _) = listener.accept().await.unwrap();
+                let c2 = ATcpStream::connect(&a, b_at(206)).await.unwrap();
+                let (r1, w1) = c1.into_split();
+                let (r2, w2) = c2.into_split();
+                let err = r1.reunite(w2).expect_err("halves of two streams");
+                let (r1, w2) = (err.0, err.1);
+                let mut c1 = r1.reunite(w1).expect("one stream's halves");
+                c1.write_all(b"still open").await.unwrap();
+                let mut buf = [0u8; 10];
+                s1.read_exact(&mut buf).await.unwrap();
+                assert_eq!(&buf, b"still open");
+                // `forget`: no half-close.
+                w2.forget();
+                drop(r2);
+            });
+        });
+    }
+
+    /// tokio's borrowing `split`: one task body reads and writes through the two halves at
+    /// once; shutting the write half down half-closes, and dropping the halves does not.
+    #[test]
+    fn borrowed_halves() {
+        deadline(30, || {
+            let (a, b) = pair();
+            let rt = rt();
+            rt.block_on(async {
+                let listener = ATcpListener::bind(&b, b_at(207)).unwrap();
+                let mut client = ATcpStream::connect(&a, b_at(207)).await.unwrap();
+                let (mut server, _) = listener.accept().await.unwrap();
+                {
+                    let (mut r, mut w) = server.split();
+                    let echo = async {
+                        let mut buf = [0u8; 5];
+                        r.read_exact(&mut buf).await.unwrap();
+                        w.write_all(&buf).await.unwrap();
+                    };
+                    let ask = async {
+                        client.write_all(b"hello").await.unwrap();
+                        let mut buf = [0u8; 5];
+                        client.read_exact(&mut buf).await.unwrap();
+                        buf
+                    };
+                    let ((), got) = tokio::join!(echo, ask);
+                    assert_eq!(&got, b"hello");
+                }
+                // The halves are gone and the stream is open both ways.
+                server.write_all(b"!").await.unwrap();
+                let mut one = [0u8; 1];
+                client.read_exact(&mut one).await.unwrap();
+                let (_r, mut w) = server.split();
+                w.shutdown().await.unwrap();
+                let mut rest = Vec::new();
+                client.read_to_end(&mut rest).await.unwrap();
+                assert!(rest.is_empty());
             });
         });
     }

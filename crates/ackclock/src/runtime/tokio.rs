@@ -4,8 +4,8 @@
 //! # async fn f(rt: &ackclock::runtime::Runtime) -> std::io::Result<()> {
 //! use ackclock::runtime::tokio::{TcpListener, TcpStream};
 //! let listener = TcpListener::bind(rt, "10.0.0.1:7".parse().unwrap())?;
-//! let (stream, _peer) = listener.accept().await?;
-//! let (mut r, mut w) = tokio::io::split(stream);
+//! let (mut stream, _peer) = listener.accept().await?;
+//! let (mut r, mut w) = stream.split(); // or `into_split` for two tasks
 //! tokio::io::copy(&mut r, &mut w).await?; // echo
 //! # Ok(()) }
 //! ```
@@ -62,6 +62,9 @@
 //! does this for its uploads (BENCHMARKS.md, "The upload without the relay's copy"). A
 //! program that writes to sockets with `writev(2)` must leave SIGPIPE ignored (Rust's
 //! default): a vectored write takes no `MSG_NOSIGNAL`.
+
+mod split;
+pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf};
 
 use super::listener;
 use super::net::{self, Attempt};
