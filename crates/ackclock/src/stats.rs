@@ -221,6 +221,9 @@ counters! {
         UdpNoPort => drops_udp_no_port,
         /// A UDP datagram for a socket whose receive queue is full (Linux `RcvbufErrors`).
         UdpRcvbuf => drops_udp_rcvbuf,
+        /// A source address that names no single host (RFC 1122 §3.2.1.3: 0/8, 127/8,
+        /// class D and E, 255.255.255.255, the subnet's directed broadcast).
+        Martian => drops_martian,
     }
 }
 

@@ -222,6 +222,24 @@ impl Interface {
         (ip.to_bits() ^ self.config.addr.to_bits()) & self.mask == 0
     }
 
+    /// Whether `ip` is the directed broadcast address of the interface's subnet
+    /// ({<Network-number>, -1}, RFC 1122 §3.2.1.3 (d)); a /31 or /32 has none.
+    #[inline]
+    fn is_subnet_broadcast(&self, ip: Ipv4Addr) -> bool {
+        self.config.prefix_len < 31 && self.on_link(ip) && ip.to_bits() | self.mask == u32::MAX
+    }
+
+    /// Whether `src` cannot be the source address of a datagram from another host (RFC 1122
+    /// §3.2.1.3: {0, 0} and {0, Host} only while a host learns its address, {127, any}
+    /// never outside a host, {-1, -1} and the directed broadcast never as a source; class
+    /// D and E are no host's). Such datagrams MUST be silently discarded (§3.2.1.3, §4.1.3.6,
+    /// §4.2.3.10), and never answered with an ICMP error (§3.2.2).
+    #[inline]
+    pub(crate) fn martian_source(&self, src: Ipv4Addr) -> bool {
+        let first = src.octets()[0];
+        first == 0 || first == 127 || first >= 224 || self.is_subnet_broadcast(src)
+    }
+
     /// Process a received frame. For a TCP segment or a UDP datagram, the frame's view is
     /// trimmed to it and its addresses are returned for the transport; ARP and ICMP are
     /// answered here (replies go into `tx`); anything else is counted and dropped.
@@ -237,7 +255,7 @@ impl Interface {
         if !self.caps.ethernet {
             return self.ip_ingress(now, frame, pool, tx, counters);
         }
-        let (ethertype, eth_len) = {
+        let (ethertype, eth_len, link_broadcast) = {
             let Ok(eth) = EthernetFrame::new_checked(frame.data()) else {
                 counters.drop(DropReason::Malformed);
                 return None;
@@ -247,9 +265,16 @@ impl Interface {
                 counters.drop(DropReason::NotForUs);
                 return None;
             }
-            (eth.ethertype(), eth.header_len())
+            (eth.ethertype(), eth.header_len(), dst.is_broadcast())
         };
         match ethertype {
+            // RFC 1122 §3.3.6: a datagram received via a link-layer broadcast that is not to
+            // an IP broadcast or multicast address SHOULD be silently discarded; the stack
+            // takes no IP broadcast or multicast, so every one in such a frame goes.
+            EtherType::IPV4 if link_broadcast => {
+                counters.drop(DropReason::NotForUs);
+                None
+            }
             EtherType::IPV4 => self.ipv4_ingress(now, frame, eth_len, pool, tx, counters),
             EtherType::ARP => {
                 let _ = frame.trim_front(eth_len);
@@ -290,7 +315,11 @@ impl Interface {
     /// `any_destination` (a transparent proxy), to any unicast address.
     #[inline]
     fn takes_tcp_for(&self, dst: Ipv4Addr) -> bool {
-        self.config.any_destination && !dst.is_broadcast() && !dst.is_multicast() && !dst.is_unspecified()
+        self.config.any_destination
+            && !dst.is_broadcast()
+            && !dst.is_multicast()
+            && !dst.is_unspecified()
+            && !self.is_subnet_broadcast(dst)
     }
 
     #[inline(always)]
@@ -416,6 +445,10 @@ impl Interface {
             counters.drop(DropReason::NotForUs);
             return None;
         }
+        if self.martian_source(src) {
+            counters.drop(DropReason::Martian);
+            return None;
+        }
         if Ipv4Packet::new_unchecked(&frame.data()[eth_len..]).is_fragment() {
             counters.drop(DropReason::Fragment);
             return None;
@@ -475,8 +508,11 @@ impl Interface {
         };
         let Icmpv4Repr::EchoRequest { ident, seq_no, data } = request else { return };
         let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
-        // Reply to the MAC the request came from: no ARP round trip for a ping.
-        if let Some(mac) = src_mac {
+        // Reply to the MAC the request came from: no ARP round trip for a ping. Only for a
+        // neighbour the cache does not know yet: an IP packet's source address is anyone's
+        // to forge, and one relayed by a router carries the router's MAC, so it must never
+        // rebind an entry ARP made (RFC 826) nor add one for an address off the link.
+        if let Some(mac) = src_mac.filter(|_| self.on_link(src_ip) && !self.arp.contains(src_ip)) {
             self.arp.learn(now, src_ip, mac);
         }
         self.send_icmp(now, &reply, self.config.addr, src_ip, pool, tx, counters);

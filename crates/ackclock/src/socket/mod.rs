@@ -255,6 +255,11 @@ impl Stack {
         local_port: Option<u16>,
         opts: SocketOptions,
     ) -> Result<TcpHandle, Error> {
+        // RFC 1122 §4.2.3.10: an OPEN to an address that names no single host (multicast,
+        // class E, loopback, network 0, this subnet's broadcast) is an error.
+        if self.iface.martian_source(*remote.ip()) {
+            return Err(Error::InvalidArgument);
+        }
         let addr = self.iface.addr();
         let mtu = self.iface.capabilities().mtu;
         let idx = self.tcp.connect(self.now, addr, local_port, (*remote.ip(), remote.port()), opts, mtu)?;

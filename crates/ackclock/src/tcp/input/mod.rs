@@ -176,6 +176,13 @@ impl Tcp {
         self.counters.segs_in += 1;
         self.counters.slow_path += 1;
         let (src, dst, checksum_ok) = (ing.src(), ing.dst(), ing.checksum_ok);
+        // RFC 1122 §4.2.3.10 / §3.2.1.3: a segment from a source that names no single host
+        // is silently discarded (no SYN-ACK, no RST to a broadcast or loopback address).
+        // Header prediction hands segments here without the interface's full checks.
+        if io.iface.martian_source(src) {
+            self.counters.drop(DropReason::Martian);
+            return;
+        }
         let (seg, hdr_len) = match parse_segment(src, dst, segment.data()) {
             Ok(x) => x,
             Err(_) => {
