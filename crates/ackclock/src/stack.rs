@@ -280,6 +280,7 @@ impl Stack {
                 &mut self.tx,
                 &mut self.tcp.counters,
             ),
+            Some(Ingress::TooBig(msg)) => self.tcp.path_mtu(msg),
             None => {}
         }
     }

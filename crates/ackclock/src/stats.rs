@@ -137,9 +137,15 @@ counters! {
         /// ICMP errors not sent because of the rate limit (Linux's `icmp_ratelimit`).
         icmp_rate_limited,
         /// ICMP messages received that the stack takes no action on: echo replies,
-        /// destination unreachable, and well-formed types it has no use for (RFC 1122
-        /// §3.2.2: silently discarded).
+        /// destination unreachables other than a Datagram Too Big for one of our TCP
+        /// segments, and well-formed types it has no use for (RFC 1122 §3.2.2: silently
+        /// discarded).
         icmp_ignored,
+        /// Datagram Too Big messages (RFC 1191) that lowered a connection's segment size.
+        pmtu_reductions,
+        /// Datagram Too Big messages for a TCP segment that no connection has in flight
+        /// (RFC 5927 §4.1: not believed), or reporting an MTU no smaller than the one in use.
+        pmtu_ignored,
         /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
         syn_cookies_sent,
         /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.

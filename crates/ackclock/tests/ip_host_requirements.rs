@@ -310,7 +310,6 @@ fn rfc826_echo_request_relayed_by_the_gateway_does_not_rebind_a_neighbour() {
 /// first half); a Datagram Too Big quoting one of its in-flight segments (sequence number
 /// within SND.UNA..SND.NXT, RFC 5927 §4.1) must make later segments fit the path.
 #[test]
-#[ignore = "fails: no PMTU discovery yet (DF always set, frag-needed ignored); run with --ignored"]
 fn rfc1191_3_frag_needed_for_an_in_flight_segment_shrinks_the_segments() {
     let mut t = Script::new(Default::default());
     let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();

@@ -11,8 +11,10 @@
 //! and gateway route nothing, and a frame goes to the device as soon as it is built.
 
 pub mod arp;
+mod icmp;
 mod prebuilt;
 
+pub use icmp::TooBig;
 pub use prebuilt::Prebuilt;
 
 pub use arp::{ArpCache, ArpConfig, CachedHop};
@@ -98,6 +100,9 @@ pub enum Ingress {
     /// facts a TCP segment has), and the length of the IPv4 header in front of it, which
     /// an ICMP error quotes.
     Udp(TcpIngress, usize),
+    /// An ICMP Datagram Too Big quoting one of our TCP segments (path MTU discovery,
+    /// RFC 1191).
+    TooBig(TooBig),
 }
 
 /// Where the TCP segment of a frame that passed [`Interface::common_tcp`] starts: after an
@@ -456,8 +461,7 @@ impl Interface {
         if protocol == IpProtocol::ICMP {
             let src_mac = (eth_len > 0).then(|| EthernetAddress::from_bytes(&frame.data()[6..12]));
             let _ = frame.narrow(eth_len + header_len, total_len - header_len);
-            self.icmp_ingress(now, frame, src, src_mac, pool, tx, counters);
-            return None;
+            return self.icmp_ingress(now, frame, src, src_mac, pool, tx, counters);
         }
         if !transport {
             counters.drop(DropReason::UnknownProtocol);
@@ -467,90 +471,6 @@ impl Interface {
         let _ = frame.narrow(eth_len + header_len, total_len - header_len);
         let ing = TcpIngress::new(src, dst, (total_len - header_len) as u32, checksum_ok);
         Some(if protocol == IpProtocol::TCP { Ingress::Tcp(ing) } else { Ingress::Udp(ing, header_len) })
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn icmp_ingress(
-        &mut self,
-        now: Instant,
-        frame: &PBuf,
-        src_ip: Ipv4Addr,
-        src_mac: Option<EthernetAddress>,
-        pool: &Pool,
-        tx: &mut Batch,
-        counters: &mut Counters,
-    ) {
-        use crate::wire::{Icmpv4Packet, Icmpv4Repr};
-        let data = frame.data();
-        let Ok(packet) = Icmpv4Packet::new_checked(data) else {
-            counters.drop(DropReason::Malformed);
-            return;
-        };
-        let request = match Icmpv4Repr::parse(&packet) {
-            Ok(r @ Icmpv4Repr::EchoRequest { .. }) => r,
-            // Echo replies and destination unreachable: nothing acts on them yet (no PMTU
-            // discovery, no soft errors), which also makes forged ones harmless (RFC 5927).
-            // Well-formed types without a representation (time exceeded, timestamp,
-            // redirect...) are ignored too (RFC 1122 §3.2.2: an unknown type MUST be
-            // silently discarded), and counted as such rather than as malformed.
-            Ok(_) | Err(crate::wire::Error::Unsupported) => {
-                counters.icmp_ignored += 1;
-                return;
-            }
-            Err(crate::wire::Error::BadChecksum) => {
-                counters.drop(DropReason::BadChecksum);
-                return;
-            }
-            Err(_) => {
-                counters.drop(DropReason::Malformed);
-                return;
-            }
-        };
-        let Icmpv4Repr::EchoRequest { ident, seq_no, data } = request else { return };
-        let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
-        // Reply to the MAC the request came from: no ARP round trip for a ping. Only for a
-        // neighbour the cache does not know yet: an IP packet's source address is anyone's
-        // to forge, and one relayed by a router carries the router's MAC, so it must never
-        // rebind an entry ARP made (RFC 826) nor add one for an address off the link.
-        if let Some(mac) = src_mac.filter(|_| self.on_link(src_ip) && !self.arp.contains(src_ip)) {
-            self.arp.learn(now, src_ip, mac);
-        }
-        self.send_icmp(now, &reply, self.config.addr, src_ip, pool, tx, counters);
-    }
-
-    /// Build `msg` in a fresh buffer and send it from `src` to `dst` (the echo reply here,
-    /// UDP's port unreachable). `false`, counted as a drop, when no buffer is free.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn send_icmp(
-        &mut self,
-        now: Instant,
-        msg: &crate::wire::Icmpv4Repr<'_>,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
-        pool: &Pool,
-        tx: &mut Batch,
-        counters: &mut Counters,
-    ) -> bool {
-        use crate::wire::Icmpv4Packet;
-        let Ok(mut out) = pool.alloc() else {
-            counters.drop(DropReason::NoBuffer);
-            return false;
-        };
-        let Ok(bytes) = out.append(msg.buffer_len()) else {
-            counters.drop(DropReason::NoBuffer);
-            return false;
-        };
-        msg.emit(&mut Icmpv4Packet::new_unchecked(bytes));
-        match self.encapsulate(now, &mut out, src, dst, IpProtocol::ICMP, &mut None) {
-            Ok(next) => {
-                self.link_output(now, out, next, pool, tx, counters);
-                true
-            }
-            Err(_) => {
-                counters.drop(DropReason::NoBuffer);
-                false
-            }
-        }
     }
 
     fn arp_ingress(&mut self, now: Instant, frame: &PBuf, pool: &Pool, tx: &mut Batch, counters: &mut Counters) {

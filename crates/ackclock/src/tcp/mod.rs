@@ -38,6 +38,7 @@ pub(crate) mod input;
 pub(crate) mod isn;
 pub(crate) mod lro;
 pub(crate) mod output;
+mod pmtu;
 #[cfg(feature = "internals")]
 pub mod reasm;
 #[cfg(not(feature = "internals"))]

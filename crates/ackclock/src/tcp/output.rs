@@ -645,7 +645,19 @@ pub(super) fn mark_partial(frame: &mut PBuf, below: usize) {
 
 /// Send send-queue segment `idx` (its whole payload), with FIN if asked; `memo` carries the
 /// header fields from one segment of a pass to the next ([`pass_hdr`]).
-fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, fin: bool, memo: &mut Option<Fields>) -> bool {
+fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, mut fin: bool, memo: &mut Option<Fields>) -> bool {
+    // A segment queued for a larger MSS than the path now carries (`pmtu`), on a device
+    // that cannot cut it: its first MSS goes on its own (a copy, as Linux's
+    // `tcp_fragment`), the rest stays queued behind it, and so does the FIN.
+    if tcb.sndq[idx].len() > tcb.eff_mss as u32 && env.iface.capabilities().tso_max == 0 {
+        if split_front(env, tcb, idx, tcb.eff_mss as usize).is_err() {
+            return false;
+        }
+        if idx < tcb.snd_nxt_idx {
+            tcb.snd_nxt_idx += 1;
+        }
+        fin = false;
+    }
     // A device may still hold this buffer from a previous transmission: then the headers
     // cannot be written in place, and the payload moves to a fresh buffer (rare).
     if !tcb.sndq[idx].buf.is_unique() && !unshare(env, tcb, idx) {

@@ -264,7 +264,7 @@ impl Script {
         s
     }
 
-    fn at(&mut self, ms: u64) {
+    pub fn at(&mut self, ms: u64) {
         let t = self.start + Duration::from_millis(ms);
         assert!(t >= self.now, "script time runs backwards: {ms} ms");
         self.now = t;

@@ -1,0 +1,156 @@
+//! Path MTU discovery (RFC 1191), TCP's half: a router's Datagram Too Big (ICMP type 3,
+//! code 4) for a segment in flight lowers the connection's segment size and sends the
+//! dropped data again in the new size; one that fails RFC 5927 §4.1's check, or reports an
+//! MTU no smaller, changes nothing. Packet level: the stack at LOCAL/24, the peer and the
+//! router on the link; the peer's SYN carries MSS 1460 and no other option.
+
+mod common;
+
+use ackclock::wire::{
+    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
+};
+use ackclock::TcpHandle;
+use common::script::*;
+use core::net::{Ipv4Addr, SocketAddrV4};
+
+const WIN: u16 = 65535;
+const ROUTER: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 254);
+const ROUTER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0xfe]);
+/// The stack's MAC (`InterfaceConfig::new` derives it from LOCAL).
+const US_MAC: EthernetAddress = EthernetAddress([0x02, 0xac, 192, 168, 0, 1]);
+
+/// An accepted connection on port 8080 with `n` bytes written and their segments taken.
+fn sending(n: usize) -> (Script, TcpHandle) {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    t.stack.tcp_send(c, &vec![7u8; n]).unwrap();
+    (t, c)
+}
+
+/// The router's Datagram Too Big for the segment at relative sequence number `rel` that
+/// `src` sent to PEER, reporting `mtu`.
+fn too_big(t: &Script, src: Ipv4Addr, rel: u32, mtu: u16) -> Vec<u8> {
+    let mut quote = vec![0u8; 28];
+    Ipv4Repr::new(src, PEER, IpProtocol::TCP, 20 + 1460).emit(&mut Ipv4Packet::new_unchecked(&mut quote[..20]), true);
+    quote[20..22].copy_from_slice(&8080u16.to_be_bytes());
+    quote[22..24].copy_from_slice(&PEER_PORT.to_be_bytes());
+    quote[24..28].copy_from_slice(&t.local_seq(rel).to_be_bytes());
+    let mut icmp = vec![3, 4, 0, 0, 0, 0];
+    icmp.extend_from_slice(&mtu.to_be_bytes());
+    icmp.extend_from_slice(&quote);
+    let sum = !checksum::sum(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut f = vec![0u8; 14 + 20 + icmp.len()];
+    EthernetRepr { src_addr: ROUTER_MAC, dst_addr: US_MAC, ethertype: EtherType::IPV4, vlan_id: None }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..14]));
+    Ipv4Repr::new(ROUTER, LOCAL, IpProtocol::ICMP, icmp.len())
+        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
+    f[34..].copy_from_slice(&icmp);
+    f
+}
+
+/// RFC 1191 §6.1: "the TCP layer [...] must use the new PMTU value" once a Datagram Too Big
+/// reports it; the segment it dropped is sent again in the new size at once. MTU 1400
+/// leaves 1360 bytes of payload: each 1460-byte segment in flight goes again as 1360 and
+/// 100, from SND.UNA, and the congestion window is what it was (no congestion was seen:
+/// Linux `tcp_simple_retransmit`).
+#[test]
+fn a_too_big_for_a_segment_in_flight_resends_it_in_the_new_size() {
+    let (mut t, c) = sending(2 * 1460);
+    t.expect(0, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect(0, seg("P.").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1460));
+    let cwnd = t.stack.tcp_info(c).unwrap().cwnd;
+    let f = too_big(&t, LOCAL, 1461, 1400);
+    t.at(5);
+    t.inject_raw(&f);
+    t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1360));
+    t.expect(5, seg(".").seq(1361).ack(PEER_ISS + 1).win(WIN).len(100));
+    t.expect(5, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1360));
+    t.expect(5, seg("P.").seq(2821).ack(PEER_ISS + 1).win(WIN).len(100));
+    t.expect_nothing(6);
+    let info = t.stack.tcp_info(c).unwrap();
+    assert_eq!((info.smss, info.eff_mss, info.cwnd), (1360, 1360, cwnd));
+    assert_eq!(t.stack.counters().pmtu_reductions, 1);
+    // New data goes in the new size too.
+    t.stack.tcp_send(c, &[9u8; 2000]).unwrap();
+    t.expect(7, seg(".").seq(2921).ack(PEER_ISS + 1).win(WIN).len(1360));
+    t.expect(7, seg("P.").seq(4281).ack(PEER_ISS + 1).win(WIN).len(640));
+}
+
+/// A FIN queued with a segment that is cut goes with the last piece only.
+#[test]
+fn the_fin_goes_with_the_last_piece() {
+    let (mut t, c) = sending(2 * 1460);
+    t.stack.tcp_close(c).unwrap();
+    t.expect(0, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect(0, seg("FP.").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1460));
+    let f = too_big(&t, LOCAL, 1, 1000);
+    t.at(5);
+    t.inject_raw(&f);
+    t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(960));
+    t.expect(5, seg(".").seq(961).ack(PEER_ISS + 1).win(WIN).len(500));
+    t.expect(5, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(960));
+    t.expect(5, seg("FP.").seq(2421).ack(PEER_ISS + 1).win(WIN).len(500));
+    t.expect_nothing(6);
+}
+
+/// RFC 5927 §4.1: believe a Datagram Too Big only if the sequence number it quotes is in
+/// flight (SND.UNA =< SEQ < SND.MAX). One quoting acknowledged data, or data never sent,
+/// changes nothing and draws nothing.
+#[test]
+fn a_too_big_quoting_no_segment_in_flight_is_not_believed() {
+    let (mut t, c) = sending(2 * 1460);
+    t.discard();
+    t.inject(5, seg(".").seq(PEER_ISS + 1).ack(1461).win(WIN));
+    for rel in [1, 2921, 100_000] {
+        let f = too_big(&t, LOCAL, rel, 1000);
+        t.inject_raw(&f);
+    }
+    t.expect_nothing(6);
+    assert_eq!(t.stack.tcp_info(c).unwrap().eff_mss, 1460);
+    assert_eq!((t.stack.counters().pmtu_reductions, t.stack.counters().pmtu_ignored), (0, 3));
+}
+
+/// The MTU is not taken below 552 (Linux `ip_rt_min_pmtu`; RFC 5927 §7.2: a forged message
+/// must not cut a connection into tiny segments), and a router older than RFC 1191, which
+/// reports 0, gets the same floor: 512 bytes of payload.
+#[test]
+fn the_mtu_is_floored_at_552() {
+    for mtu in [0, 68, 300] {
+        let (mut t, c) = sending(1460);
+        t.discard();
+        let f = too_big(&t, LOCAL, 1, mtu);
+        t.at(5);
+        t.inject_raw(&f);
+        t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(512));
+        t.expect(5, seg(".").seq(513).ack(PEER_ISS + 1).win(WIN).len(512));
+        t.expect(5, seg("P.").seq(1025).ack(PEER_ISS + 1).win(WIN).len(436));
+        assert_eq!(t.stack.tcp_info(c).unwrap().eff_mss, 512, "MTU {mtu}");
+    }
+}
+
+/// An MTU no smaller than the one in use, a quote of a datagram another host sent, or one
+/// of a connection that does not exist: nothing changes.
+#[test]
+fn other_too_bigs_change_nothing() {
+    let (mut t, c) = sending(1460);
+    t.discard();
+    let ignored = t.stack.counters().icmp_ignored;
+    let frames = [too_big(&t, LOCAL, 1, 1500), too_big(&t, LOCAL, 1, 9000), too_big(&t, PEER, 1, 1000)];
+    for f in frames {
+        t.inject_raw(&f);
+    }
+    let mut other = too_big(&t, LOCAL, 1, 1000);
+    // The quote's source port (after the ICMP header and the quoted IPv4 header) names
+    // another connection; the ICMP checksum is made again.
+    other[34 + 8 + 20..34 + 8 + 22].copy_from_slice(&8081u16.to_be_bytes());
+    other[34 + 2..34 + 4].fill(0);
+    let sum = !checksum::sum(&other[34..]);
+    other[34 + 2..34 + 4].copy_from_slice(&sum.to_be_bytes());
+    t.inject_raw(&other);
+    t.expect_nothing(5);
+    assert_eq!(t.stack.tcp_info(c).unwrap().eff_mss, 1460);
+    let n = t.stack.counters();
+    assert_eq!((n.pmtu_reductions, n.pmtu_ignored, n.icmp_ignored - ignored), (0, 3, 1));
+}
