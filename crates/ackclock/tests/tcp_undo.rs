@@ -262,16 +262,18 @@ fn a_timeout_with_losses_the_threshold_missed_lowers_it() {
 /// The depth is measured while the episode runs. After the recovery ends, more data is
 /// SACKed above a new hole, and only then does the D-SACK that proves the episode's one
 /// retransmission unnecessary arrive: the threshold is what the episode showed (4), not
-/// what the later SACKs reach.
+/// what the later SACKs reach. (Two segments SACKed above the new hole, not enough for
+/// IsLost: with more, RFC 6675 §5 starts a new recovery episode, which takes the undo state
+/// of this one.)
 #[test]
 fn the_depth_is_the_episodes_not_what_is_sacked_later() {
     let (mut t, c, _) = ten_in_flight(false);
     fast_retransmit_of_1(&mut t, c, None);
     t.inject(12, ack(s(11), None));
     expect_new(&mut t, 12, 11, 15);
-    t.inject(13, ack(s(11), None).sack(&[(s(12), s(16))]));
+    t.inject(13, ack(s(11), None).sack(&[(s(12), s(14))]));
     t.sent_now();
-    t.inject(14, ack(s(11), None).sack(&[(s(1), s(2)), (s(12), s(16))]));
+    t.inject(14, ack(s(11), None).sack(&[(s(1), s(2)), (s(12), s(14))]));
     let i = t.stack.tcp_info(c).unwrap();
     assert_eq!((i.stats.undos, i.reordering), (1, 4));
 }

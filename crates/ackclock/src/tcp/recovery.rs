@@ -376,9 +376,14 @@ pub(crate) fn on_dupack(env: &mut Env, tcb: &mut Tcb, sacked_new: bool) {
             if tcb.dupacks == 1 {
                 tcb.snd_max_at_dupack = tcb.snd_max;
             }
-            // RFC 6582 §3.2 step 1: only if the ACK covers more than `recover`, so old
-            // duplicates after a recovery do not start another one.
-            let may_enter = tcb.snd_una > tcb.recover || tcb.recover == tcb.iss;
+            // RFC 6582 §3.2 step 1: only if the ACK "covers more than recover", the highest
+            // sequence number sent when the last recovery or timeout began (`recover` keeps
+            // one past it, SND.MAX then: so SND.UNA >= recover), so that old duplicates
+            // after a recovery do not start another one; RFC 6675 §5.1's "HighACK is greater
+            // than or equal to" RecoveryPoint is the same point. An ACK standing exactly at
+            // the old SND.MAX may start one: the loss of the first segment sent after it.
+            // (`ack::drag_recover` keeps `recover` within 2^31 of SND.UNA.)
+            let may_enter = tcb.snd_una >= tcb.recover;
             let sack_loss = sacked_new && tcb.sack_enabled && first_is_lost(tcb);
             if may_enter && (tcb.dupacks >= tcb.reordering as u32 || sack_loss) {
                 enter(env, tcb);

@@ -109,6 +109,7 @@ pub(crate) fn release_each(tcb: &mut Tcb, ack: SeqNumber) {
 #[inline(always)]
 pub(crate) fn ack_grow(env: &Env, tcb: &mut Tcb, ack: SeqNumber, data_acked: u32, sample: Option<Duration>) {
     tcb.dupacks = 0;
+    drag_recover(tcb);
     let info = Ack {
         now: env.now,
         acked: data_acked,
@@ -137,6 +138,7 @@ pub(crate) fn ack_grow_merged(
     sample: Option<Duration>,
 ) {
     tcb.dupacks = 0;
+    drag_recover(tcb);
     let run = Acks {
         now: env.now,
         rtt: sample,
@@ -148,6 +150,17 @@ pub(crate) fn ack_grow_merged(
         unclaimed,
     };
     tcb.cc.on_acks(&run);
+}
+
+/// Keep RFC 6582's `recover` within 2^31 of SND.UNA once SND.UNA has passed it, as FreeBSD
+/// does (`snd_recover = th_ack - 1`): sequence comparisons are modulo 2^32, and a `recover`
+/// left 2^31 bytes behind would read as ahead of SND.UNA, shutting fast retransmit off for
+/// the next 2^31 bytes. (SND.UNA >= recover is all `recovery::on_dupack` asks.)
+#[inline(always)]
+fn drag_recover(tcb: &mut Tcb) {
+    if tcb.snd_una > tcb.recover {
+        tcb.recover = tcb.snd_una;
+    }
 }
 
 /// RFC 6298 §5.2/5.3: restart the retransmission timer while data is outstanding, stop it

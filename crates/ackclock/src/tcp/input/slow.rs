@@ -335,10 +335,18 @@ pub(crate) fn synchronized(
     }
     if tcb.snd_una < seg.ack {
         ack_advance(env, tcb, seg.ack, seg.ts);
+        // RFC 6675 §2, §5: an ACK that SACKs new data is a duplicate ACK "regardless of its
+        // status as a cumulative acknowledgment": DupAcks, reset by the advance, counts it,
+        // and IsLost(HighACK + 1) may start recovery now.
+        if sacked_new && tcb.recovery.is_none() && tcb.snd_una != tcb.snd_max {
+            recovery::on_dupack(env, tcb, true);
+        }
     } else {
-        if recovery::is_dupack(tcb, seg) && (sacked_new || !tcb.sack_enabled || seg.sack.is_empty()) {
-            // RFC 6675 §2: with SACK, a duplicate ACK must SACK something new; repeated or
-            // bogus blocks are not evidence of loss.
+        // RFC 6675 §2: with SACK, a duplicate ACK is one that SACKs something new, "even if
+        // it carries new data, changes the advertised window" (RFC 5681 §2's five
+        // conditions otherwise); repeated or bogus blocks are not evidence of loss.
+        let sack_dup = sacked_new && seg.ack == tcb.snd_una && tcb.snd_max != tcb.snd_una;
+        if sack_dup || (recovery::is_dupack(tcb, seg) && (!tcb.sack_enabled || seg.sack.is_empty())) {
             recovery::on_dupack(env, tcb, sacked_new);
         }
         if sacked_new {
