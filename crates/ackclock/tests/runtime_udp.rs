@@ -101,3 +101,99 @@ async fn async_ten_thousand_datagrams() {
     }
     echo.await.unwrap();
 }
+
+fn v4(a: SocketAddr) -> SocketAddrV4 {
+    match a {
+        SocketAddr::V4(v) => v,
+        _ => unreachable!(),
+    }
+}
+
+fn no_port_drops(rt: &ackclock::runtime::Runtime) -> u64 {
+    rt.with_stack(|s| s.counters().dropped(ackclock::stats::DropReason::UdpNoPort))
+}
+
+/// std's connected sockets: `connect`, then `send` and `recv` without addresses, each end
+/// connected to the other. A third socket's datagram to the connected port is not
+/// received (the stack answers it as a closed port's); the peer's, sent after it, is. No
+/// peer: `send` and `peer_addr` are NotConnected; a bad target is InvalidInput.
+#[test]
+fn blocking_connect_send_recv_and_a_third_party_filtered() {
+    let (a, b) = pair();
+    let server = UdpSocket::bind(&b, SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    let client = UdpSocket::bind(&a, SocketAddrV4::new(A, 0)).unwrap();
+    let third = UdpSocket::bind(&a, SocketAddrV4::new(A, 0)).unwrap();
+    assert_eq!(client.send(b"x").unwrap_err().kind(), ErrorKind::NotConnected);
+    assert_eq!(client.peer_addr().unwrap_err().kind(), ErrorKind::NotConnected);
+    assert_eq!(client.connect(b_at(0)).unwrap_err().kind(), ErrorKind::InvalidInput);
+    let client_addr = v4(client.local_addr().unwrap());
+    client.connect(b_at(7)).unwrap();
+    server.connect(client_addr).unwrap();
+    assert_eq!(client.peer_addr().unwrap(), SocketAddr::V4(b_at(7)));
+    assert_eq!(server.peer_addr().unwrap(), SocketAddr::V4(client_addr));
+    assert_eq!(server.local_addr().unwrap(), SocketAddr::V4(b_at(7)), "bound to the stack's address");
+    server.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 64];
+    for i in 0..100u32 {
+        let d = datagram(i);
+        assert_eq!(client.send(&d[..d.len().min(64)]).unwrap(), d.len().min(64));
+        let n = server.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &d[..d.len().min(64)], "request {i}");
+        assert_eq!(server.send(&buf[..n]).unwrap(), n);
+        assert_eq!(client.recv(&mut buf).unwrap(), n, "reply {i}");
+    }
+    // The pipe and the stack keep order: the third party's datagram reaches the server
+    // first, and is refused before the peer's is queued.
+    third.send_to(b"intruder", b_at(7)).unwrap();
+    client.send(b"peer").unwrap();
+    let (n, from) = server.recv_from(&mut buf).unwrap();
+    assert_eq!((&buf[..n], from), (&b"peer"[..], SocketAddr::V4(client_addr)));
+    server.set_nonblocking(true).unwrap();
+    assert_eq!(server.recv(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(no_port_drops(&b), 1);
+}
+
+/// tokio's connected sockets: `connect().await`, `send`/`recv`, `poll_recv` through a
+/// `ReadBuf`, and a third party's datagram filtered out, as in the blocking test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_connect_send_recv_and_a_third_party_filtered() {
+    use ackclock::runtime::tokio::UdpSocket;
+    let (a, b) = pair();
+    let server = UdpSocket::bind(&b, b_at(7)).unwrap();
+    let client = UdpSocket::bind(&a, SocketAddrV4::new(A, 0)).unwrap();
+    let third = UdpSocket::bind(&a, SocketAddrV4::new(A, 0)).unwrap();
+    assert_eq!(client.send(b"x").await.unwrap_err().kind(), ErrorKind::NotConnected);
+    assert_eq!(client.peer_addr().unwrap_err().kind(), ErrorKind::NotConnected);
+    assert_eq!(
+        client.connect(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 7)).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let client_addr = v4(client.local_addr().unwrap());
+    client.connect(b_at(7)).await.unwrap();
+    server.connect(client_addr).await.unwrap();
+    assert_eq!(client.peer_addr().unwrap(), SocketAddr::V4(b_at(7)));
+    let echo = tokio::spawn(async move {
+        let mut buf = vec![0u8; 2048];
+        for _ in 0..1001 {
+            let n = server.recv(&mut buf).await.unwrap();
+            server.send(&buf[..n]).await.unwrap();
+        }
+        server
+    });
+    let mut buf = vec![0u8; 2048];
+    for i in 0..1000 {
+        let d = datagram(i);
+        assert_eq!(client.send(&d).await.unwrap(), d.len());
+        let mut rb = tokio::io::ReadBuf::new(&mut buf);
+        std::future::poll_fn(|cx| client.poll_recv(cx, &mut rb)).await.unwrap();
+        assert!(rb.filled() == &d[..], "datagram {i}");
+    }
+    third.send_to(b"intruder", b_at(7)).await.unwrap();
+    client.send(b"peer").await.unwrap();
+    let n = client.recv(&mut buf).await.unwrap();
+    assert_eq!(&buf[..n], b"peer", "the echo of the peer's datagram, not the intruder's");
+    let server = echo.await.unwrap();
+    assert_eq!(no_port_drops(&b), 1);
+    drop(server);
+}

@@ -403,3 +403,140 @@ fn a_first_burst_waits_for_arp_and_arrives_whole() {
     assert_eq!(got, (0..32).collect::<Vec<u8>>(), "every datagram, in order");
     assert_eq!(a.iface().arp().pending_dropped, 0);
 }
+
+/// Every datagram queued for `s`: (source, payload).
+fn recv_all(t: &mut Script, s: ackclock::udp::UdpHandle) -> Vec<(SocketAddrV4, Vec<u8>)> {
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    while let Ok(r) = t.stack.udp_recv_from(s, &mut buf) {
+        got.push((r.from, buf[..r.len].to_vec()));
+    }
+    got
+}
+
+/// Linux's `udp_lib_lookup`: a connected socket takes only its peer's datagrams. One from
+/// another source (here the same host, another port) to the same port is answered as a
+/// closed port's: exactly one ICMP port unreachable, quoting it, and a UdpNoPort drop.
+#[test]
+fn a_connected_socket_takes_only_its_peers_datagrams() {
+    let mut t = script();
+    let s = t.stack.udp_bind(at(LOCAL, 53)).unwrap();
+    t.stack.udp_connect(s, at(PEER, PEER_PORT)).unwrap();
+    assert_eq!(t.stack.udp_peer_addr(s), Ok(at(PEER, PEER_PORT)));
+    let stranger = datagram(&t, at(PEER, PEER_PORT + 1), at(LOCAL, 53), b"stranger", Make::default());
+    t.inject_raw(&stranger);
+    t.inject_raw(&datagram(&t, at(PEER, PEER_PORT), at(LOCAL, 53), b"peer", Make::default()));
+    assert_eq!(recv_all(&mut t, s), vec![(at(PEER, PEER_PORT), b"peer".to_vec())]);
+    let out = sent(&mut t);
+    assert_eq!(out.len(), 1, "one ICMP error, nothing else");
+    let (src, dst, proto, icmp) = &out[0];
+    assert_eq!((*src, *dst, *proto), (LOCAL, PEER, IpProtocol::ICMP));
+    assert_eq!((icmp[0], icmp[1]), (3, 3), "destination unreachable, port");
+    assert_eq!(&icmp[8..], &stranger[14..], "quotes the stranger's datagram");
+    let c = t.stack.counters();
+    assert_eq!((c.udp_in, c.udp_delivered, c.icmp_unreachable_sent), (2, 1, 1));
+    assert_eq!(c.dropped(DropReason::UdpNoPort), 1);
+}
+
+/// Strangers' datagrams to a connected socket's port draw ICMP errors under the same rate
+/// limit as a closed port's: six in a burst to one destination.
+#[test]
+fn icmp_errors_for_a_connected_port_are_rate_limited() {
+    let mut t = script();
+    let s = t.stack.udp_bind(at(LOCAL, 53)).unwrap();
+    t.stack.udp_connect(s, at(PEER, PEER_PORT)).unwrap();
+    for _ in 0..10 {
+        t.inject_raw(&datagram(&t, at(PEER, 7), at(LOCAL, 53), b"x", Make::default()));
+    }
+    assert_eq!(sent(&mut t).len(), 6);
+    assert_eq!(t.stack.counters().icmp_rate_limited, 4);
+    assert_eq!(t.stack.counters().dropped(DropReason::UdpNoPort), 10);
+    assert!(recv_all(&mut t, s).is_empty());
+}
+
+/// A stranger's datagram to a connected socket's port goes to the socket that would take
+/// it were the port not bound: the transparent one of `udp_bind_any`, with its original
+/// destination; no ICMP error.
+#[test]
+fn a_strangers_datagram_to_a_connected_port_goes_to_the_any_socket() {
+    let mut c = stack_config();
+    c.iface.any_destination = true;
+    let mut t = Script::with_config(c, Capabilities::ethernet(1500));
+    let any = t.stack.udp_bind_any().unwrap();
+    let s = t.stack.udp_bind(at(LOCAL, 53)).unwrap();
+    t.stack.udp_connect(s, at(PEER, PEER_PORT)).unwrap();
+    t.inject_raw(&datagram(&t, at(PEER, 9), at(LOCAL, 53), b"stranger", Make::default()));
+    t.inject_raw(&datagram(&t, at(PEER, PEER_PORT), at(LOCAL, 53), b"peer", Make::default()));
+    assert_eq!(recv_all(&mut t, s), vec![(at(PEER, PEER_PORT), b"peer".to_vec())]);
+    let mut buf = [0u8; 16];
+    let r = t.stack.udp_recv_from(any, &mut buf).unwrap();
+    assert_eq!((r.from, r.to, &buf[..r.len]), (at(PEER, 9), at(LOCAL, 53), &b"stranger"[..]));
+    assert!(sent(&mut t).is_empty(), "no ICMP error");
+    assert_eq!(t.stack.udp_connect(any, at(PEER, PEER_PORT)), Err(Error::InvalidArgument), "an any socket");
+}
+
+/// `udp_send` goes to the peer, from the socket's port; a socket bound to 0.0.0.0 is bound
+/// to the interface's address once connected (Linux takes it from the route), and a send
+/// to another address still works, as on Linux. Connecting again changes the peer.
+#[test]
+fn send_without_an_address_goes_to_the_peer() {
+    let mut t = script();
+    let s = t.stack.udp_bind(at(Ipv4Addr::UNSPECIFIED, 4000)).unwrap();
+    t.stack.udp_connect(s, at(PEER, 53)).unwrap();
+    assert_eq!(t.stack.udp_local_addr(s), Ok(at(LOCAL, 4000)));
+    assert_eq!(t.stack.udp_send(s, b"hello"), Ok(5));
+    assert_eq!(t.stack.udp_send_to(s, b"other", at(PEER, 54)), Ok(5));
+    t.stack.udp_connect(s, at(PEER, 55)).unwrap();
+    assert_eq!(t.stack.udp_send(s, b"again"), Ok(5));
+    let out = sent(&mut t);
+    let got: Vec<_> = out
+        .iter()
+        .map(|(src, dst, proto, udp)| {
+            assert_eq!((*src, *dst, *proto), (LOCAL, PEER, IpProtocol::UDP));
+            let p = UdpPacket::new_checked(&udp[..]).unwrap();
+            assert!(p.verify_checksum(LOCAL, PEER));
+            (p.src_port(), p.dst_port(), p.payload().to_vec())
+        })
+        .collect();
+    assert_eq!(got, vec![(4000, 53, b"hello".to_vec()), (4000, 54, b"other".to_vec()), (4000, 55, b"again".to_vec())]);
+    // The port is still the socket's: bound on every address or on this one, it clashes.
+    assert_eq!(t.stack.udp_bind(at(Ipv4Addr::UNSPECIFIED, 4000)), Err(Error::AddrInUse));
+    assert_eq!(t.stack.udp_bind(at(LOCAL, 4000)), Err(Error::AddrInUse));
+    t.stack.udp_close(s).unwrap();
+    t.stack.udp_bind(at(Ipv4Addr::UNSPECIFIED, 4000)).expect("closing frees the port");
+}
+
+/// Datagrams queued before `connect` stay queued, whoever sent them (Linux does not flush
+/// them); later ones from others are refused.
+#[test]
+fn datagrams_queued_before_connect_stay_queued() {
+    let mut t = script();
+    let s = t.stack.udp_bind(at(LOCAL, 53)).unwrap();
+    t.inject_raw(&datagram(&t, at(PEER, 9), at(LOCAL, 53), b"early", Make::default()));
+    t.stack.udp_connect(s, at(PEER, PEER_PORT)).unwrap();
+    t.inject_raw(&datagram(&t, at(PEER, 9), at(LOCAL, 53), b"late", Make::default()));
+    assert_eq!(recv_all(&mut t, s), vec![(at(PEER, 9), b"early".to_vec())]);
+    assert_eq!(t.stack.counters().dropped(DropReason::UdpNoPort), 1);
+}
+
+/// Errors: no peer is NotConnected (`ENOTCONN` for getpeername; Linux's send gives
+/// `EDESTADDRREQ`); port 0, 0.0.0.0 and the broadcast address are InvalidArgument; an
+/// address with no route is Unreachable; a stale handle is InvalidHandle. A failed connect
+/// leaves the socket as it was.
+#[test]
+fn unconnected_sends_and_bad_connect_targets_are_typed_errors() {
+    let mut t = script();
+    let s = t.stack.udp_bind(at(Ipv4Addr::UNSPECIFIED, 4000)).unwrap();
+    assert_eq!(t.stack.udp_peer_addr(s), Err(Error::NotConnected));
+    assert_eq!(t.stack.udp_send(s, b"x"), Err(Error::NotConnected));
+    for bad in [at(PEER, 0), at(Ipv4Addr::UNSPECIFIED, 53), at(Ipv4Addr::BROADCAST, 53)] {
+        assert_eq!(t.stack.udp_connect(s, bad), Err(Error::InvalidArgument), "{bad}");
+    }
+    assert_eq!(t.stack.udp_connect(s, at(Ipv4Addr::new(8, 8, 8, 8), 53)), Err(Error::Unreachable));
+    assert_eq!(t.stack.udp_peer_addr(s), Err(Error::NotConnected));
+    assert_eq!(t.stack.udp_local_addr(s), Ok(at(Ipv4Addr::UNSPECIFIED, 4000)), "still on every address");
+    assert!(sent(&mut t).is_empty());
+    t.stack.udp_close(s).unwrap();
+    assert_eq!(t.stack.udp_connect(s, at(PEER, 53)), Err(Error::InvalidHandle));
+    assert_eq!(t.stack.udp_peer_addr(s), Err(Error::InvalidHandle));
+}

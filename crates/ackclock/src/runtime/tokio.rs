@@ -399,12 +399,57 @@ impl UdpSocket {
         self.recv_from_to(buf).await.map(|(n, from, _)| (n, SocketAddr::V4(from)))
     }
 
-    fn poll_send(
+    /// Connect to `peer`, as tokio's `connect` (see [`super::UdpSocket::connect`]): only
+    /// `peer`'s datagrams are received from now on, and [`send`](Self::send) sends to it.
+    /// Datagrams queued before stay queued, as on Linux. Async for tokio's signature; it
+    /// never waits.
+    pub async fn connect(&self, peer: SocketAddrV4) -> io::Result<()> {
+        self.inner.connect(peer)
+    }
+
+    /// The peer it is connected to; `NotConnected` if none, as tokio's.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.peer_addr()
+    }
+
+    /// Poll for the next datagram, as tokio's `poll_recv`: it is put in `buf`'s unfilled
+    /// part (cut to fit, the rest discarded). On a connected socket, from its peer; an
+    /// unconnected one receives from anyone, as on Linux.
+    pub fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let dst = buf.initialize_unfilled();
+        match self.poll_recv_from_to(cx, dst) {
+            Poll::Ready(Ok((n, _, _))) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The next datagram, as tokio's `recv` (see [`poll_recv`](Self::poll_recv)).
+    pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv_from_to(buf).await.map(|(n, _, _)| n)
+    }
+
+    /// Poll to send one datagram to the connected peer, as tokio's `poll_send`;
+    /// `NotConnected` if there is none. Pending only while the stack has no packet buffer.
+    pub fn poll_send(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_send_datagram(cx, buf, None, None)
+    }
+
+    /// Send one datagram to the connected peer, as tokio's `send`; `NotConnected` if there
+    /// is none.
+    pub async fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_send(cx, buf)).await
+    }
+
+    fn poll_send_datagram(
         &self,
         cx: &mut Context<'_>,
         buf: &[u8],
         from: Option<SocketAddrV4>,
-        to: SocketAddrV4,
+        to: Option<SocketAddrV4>,
     ) -> Poll<io::Result<usize>> {
         use super::udp::UdpAttempt;
         match self.inner.try_send(self.inner.shared().lock(), buf, from, to) {
@@ -418,16 +463,16 @@ impl UdpSocket {
 
     /// Send one datagram to `to` (pending only while the stack has no packet buffer).
     pub async fn send_to(&self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        poll_fn(|cx| self.poll_send(cx, buf, None, to)).await
+        poll_fn(|cx| self.poll_send_datagram(cx, buf, None, Some(to))).await
     }
 
     /// Send one datagram from `from` (any source for a socket of
     /// [`bind_any`](Self::bind_any)).
     pub async fn send_from(&self, buf: &[u8], from: SocketAddrV4, to: SocketAddrV4) -> io::Result<usize> {
-        poll_fn(|cx| self.poll_send(cx, buf, Some(from), to)).await
+        poll_fn(|cx| self.poll_send_datagram(cx, buf, Some(from), Some(to))).await
     }
 
-    /// The bound address.
+    /// The bound address (the stack's, once a socket bound to 0.0.0.0 is connected).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }

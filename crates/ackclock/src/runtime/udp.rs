@@ -68,20 +68,22 @@ impl UdpSocket {
         }
     }
 
-    /// One send attempt under the lock (blocked only when the pool has no buffer).
+    /// One send attempt under the lock (blocked only when the pool has no buffer). `to`
+    /// `None`: the connected peer.
     pub(super) fn try_send<'a>(
         &'a self,
         mut g: MutexGuard<'a, Inner>,
         buf: &[u8],
         from: Option<SocketAddrV4>,
-        to: SocketAddrV4,
+        to: Option<SocketAddrV4>,
     ) -> UdpAttempt<'a, usize> {
         if g.closed {
             return UdpAttempt::Done(Err(aborted()));
         }
-        let r = match from {
-            Some(f) => g.stack.udp_send_from(self.h, buf, f, to),
-            None => g.stack.udp_send_to(self.h, buf, to),
+        let r = match (from, to) {
+            (Some(f), Some(to)) => g.stack.udp_send_from(self.h, buf, f, to),
+            (None, Some(to)) => g.stack.udp_send_to(self.h, buf, to),
+            (_, None) => g.stack.udp_send(self.h, buf),
         };
         match r {
             Ok(n) => {
@@ -152,7 +154,43 @@ impl UdpSocket {
         self.recv_from_to(buf).map(|(n, from, _)| (n, SocketAddr::V4(from)))
     }
 
-    fn send(&self, buf: &[u8], from: Option<SocketAddrV4>, to: SocketAddrV4) -> io::Result<usize> {
+    /// The next datagram, as std's `recv`: on a connected socket, from its peer (or one
+    /// queued before [`connect`](Self::connect)). As on Linux, an unconnected socket
+    /// receives too, from anyone: `recv(2)` asks no connection of a UDP socket.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv_from_to(buf).map(|(n, _, _)| n)
+    }
+
+    /// Connect to `peer`, as std's `connect` on Linux: only `peer`'s datagrams are
+    /// received from now on (anyone else's are answered as a closed port's, with ICMP
+    /// port unreachable, unless a socket of [`bind_any`](Self::bind_any) takes them),
+    /// [`send`](Self::send) sends to it, and a socket bound to 0.0.0.0 becomes bound to
+    /// the stack's address. Datagrams queued before stay queued, as on Linux. It may be
+    /// connected again, to another peer. `InvalidInput` for port 0, 0.0.0.0, the broadcast
+    /// address, or a socket of `bind_any`; `NetworkUnreachable` without a route. See
+    /// [`Udp::connect`](crate::udp::Udp::connect).
+    pub fn connect(&self, peer: SocketAddrV4) -> io::Result<()> {
+        let mut g = self.shared.lock();
+        if g.closed {
+            return Err(aborted());
+        }
+        g.stack.udp_connect(self.h, peer).map_err(io_error)
+    }
+
+    /// The peer it is connected to; `NotConnected` if none, as std's.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        let g = self.shared.lock();
+        g.stack.udp_peer_addr(self.h).map(SocketAddr::V4).map_err(io_error)
+    }
+
+    /// Send one datagram to the connected peer. `NotConnected` if there is none (std on
+    /// Linux reports `EDESTADDRREQ`, which has no kind of its own). It waits only while
+    /// the stack has no packet buffer.
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.send_datagram(buf, None, None)
+    }
+
+    fn send_datagram(&self, buf: &[u8], from: Option<SocketAddrV4>, to: Option<SocketAddrV4>) -> io::Result<usize> {
         let mut g = self.shared.lock();
         loop {
             match self.try_send(g, buf, from, to) {
@@ -164,16 +202,17 @@ impl UdpSocket {
 
     /// Send one datagram to `to`. It waits only while the stack has no packet buffer.
     pub fn send_to(&self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        self.send(buf, None, to)
+        self.send_datagram(buf, None, Some(to))
     }
 
     /// Send one datagram from `from` (a socket of [`bind_any`](Self::bind_any) may name any
     /// source: a transparent proxy's reply).
     pub fn send_from(&self, buf: &[u8], from: SocketAddrV4, to: SocketAddrV4) -> io::Result<usize> {
-        self.send(buf, Some(from), to)
+        self.send_datagram(buf, Some(from), Some(to))
     }
 
-    /// The bound address (0.0.0.0:0 for [`bind_any`](Self::bind_any)).
+    /// The bound address (0.0.0.0:0 for [`bind_any`](Self::bind_any); the stack's address
+    /// once a socket bound to 0.0.0.0 is connected).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared.lock();
         g.stack.udp_local_addr(self.h).map(SocketAddr::V4).map_err(io_error)

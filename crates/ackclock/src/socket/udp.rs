@@ -1,5 +1,5 @@
-//! UDP socket calls on a [`Stack`]: bind, send_to, recv_from, and a socket bound to every
-//! address and port for transparent proxies.
+//! UDP socket calls on a [`Stack`]: bind, connect, send_to, send, recv_from, and a socket
+//! bound to every address and port for transparent proxies.
 
 use super::Error;
 use crate::stack::Stack;
@@ -16,6 +16,7 @@ impl From<UdpError> for Error {
             UdpError::MessageTooLong => Error::MessageTooLong,
             UdpError::Unreachable => Error::Unreachable,
             UdpError::WouldBlock => Error::WouldBlock,
+            UdpError::NotConnected => Error::NotConnected,
         }
     }
 }
@@ -35,10 +36,35 @@ impl Stack {
         Ok(self.udp.bind_any()?)
     }
 
+    /// Connect the socket to `peer`, as `connect(2)` on a Linux UDP socket: it then takes
+    /// only `peer`'s datagrams (anyone else's go to the [`udp_bind_any`](Self::udp_bind_any)
+    /// socket if there is one, else draw ICMP port unreachable, as for a closed port), and
+    /// [`udp_send`](Self::udp_send) sends to it. Datagrams queued before stay queued, as
+    /// on Linux. A socket bound to 0.0.0.0 becomes bound to the interface's address.
+    /// `InvalidArgument` for port 0, 0.0.0.0, the broadcast address, or a socket of
+    /// `udp_bind_any`; `Unreachable` without a route. See [`Udp::connect`](crate::udp::Udp::connect).
+    pub fn udp_connect(&mut self, h: UdpHandle, peer: SocketAddrV4) -> Result<(), Error> {
+        Ok(self.udp.connect(h, peer, &self.iface)?)
+    }
+
+    /// The peer the socket is connected to; `NotConnected` if none (`ENOTCONN`).
+    pub fn udp_peer_addr(&self, h: UdpHandle) -> Result<SocketAddrV4, Error> {
+        Ok(self.udp.peer_addr(h)?)
+    }
+
     /// Send one datagram from the socket's address to `to`. The payload is copied once,
-    /// its checksum computed in the copy; the frame leaves with the next `transmit`.
+    /// its checksum computed in the copy; the frame leaves with the next `transmit`. A
+    /// connected socket may send elsewhere too, as on Linux.
     pub fn udp_send_to(&mut self, h: UdpHandle, data: &[u8], to: SocketAddrV4) -> Result<usize, Error> {
-        self.udp_send(h, data, None, to)
+        self.udp_output(h, data, None, to)
+    }
+
+    /// Send one datagram to the peer the socket is connected to
+    /// ([`udp_connect`](Self::udp_connect)); `NotConnected` if it is not (where Linux gives
+    /// `EDESTADDRREQ`).
+    pub fn udp_send(&mut self, h: UdpHandle, data: &[u8]) -> Result<usize, Error> {
+        let to = self.udp.peer_addr(h)?;
+        self.udp_output(h, data, None, to)
     }
 
     /// Send one datagram from `from`: any address and port for a socket of
@@ -50,10 +76,10 @@ impl Stack {
         from: SocketAddrV4,
         to: SocketAddrV4,
     ) -> Result<usize, Error> {
-        self.udp_send(h, data, Some(from), to)
+        self.udp_output(h, data, Some(from), to)
     }
 
-    fn udp_send(
+    fn udp_output(
         &mut self,
         h: UdpHandle,
         data: &[u8],
@@ -66,7 +92,8 @@ impl Stack {
 
     /// The next datagram, copied into `buf` (a longer one is cut, as `recv` without
     /// `MSG_TRUNC` does; [`Received::datagram_len`] tells), its checksum verified during
-    /// the copy. `WouldBlock` when none is queued.
+    /// the copy. `WouldBlock` when none is queued. A connected socket gets only its peer's
+    /// datagrams, and those queued before it was connected.
     pub fn udp_recv_from(&mut self, h: UdpHandle, buf: &mut [u8]) -> Result<Received, Error> {
         Ok(self.udp.recv(h, buf, &mut self.tcp.counters)?)
     }

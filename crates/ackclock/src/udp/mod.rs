@@ -9,6 +9,10 @@
 //! counted there, and the next one is returned instead. A sent datagram is copied once into
 //! a packet buffer with its checksum computed in the copy.
 //!
+//! A socket may be connected to one peer ([`Udp::connect`], as `connect(2)` on a Linux UDP
+//! socket): it then takes only that peer's datagrams, and [`Udp::peer_addr`] names the
+//! destination of a send without an address.
+//!
 //! IPv4 fragments are dropped and counted by the interface (there is no reassembly), so a
 //! datagram larger than the path MTU cannot be received, and [`Udp::send`] refuses to send
 //! one larger than the link MTU ([`UdpError::MessageTooLong`]) rather than fragment it.
@@ -83,6 +87,8 @@ pub enum UdpError {
     Unreachable,
     /// Nothing queued.
     WouldBlock,
+    /// The socket is not connected: no peer to name, no address to send to.
+    NotConnected,
 }
 
 /// A socket's slot index and generation (a stale handle is detected, never aliased).
@@ -122,6 +128,8 @@ struct Datagram {
 struct Socket {
     local: SocketAddrV4,
     any: bool,
+    /// The peer it is connected to: only its datagrams are taken.
+    peer: Option<SocketAddrV4>,
     queue: VecDeque<Datagram>,
     queued: usize,
 }
@@ -221,6 +229,7 @@ impl Udp {
         let h = self.install(Socket {
             local: SocketAddrV4::new(key.0, port),
             any: false,
+            peer: None,
             queue: VecDeque::new(),
             queued: 0,
         })?;
@@ -239,6 +248,7 @@ impl Udp {
         let h = self.install(Socket {
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
             any: true,
+            peer: None,
             queue: VecDeque::new(),
             queued: 0,
         })?;
@@ -273,6 +283,56 @@ impl Udp {
         }
         self.free.push(h.idx);
         Ok(())
+    }
+
+    /// Connect to `peer`, as `connect(2)` on a Linux UDP socket (`ip4_datagram_connect`):
+    /// from now on the socket takes only datagrams whose source is `peer`, and a send
+    /// without an address goes to it. A datagram from anyone else goes where it would if
+    /// the socket were not there (Linux's `udp_lib_lookup` scores a connected socket above
+    /// an unconnected one only for its peer's datagrams): to the socket of
+    /// [`bind_any`](Self::bind_any), if there is one, else it draws ICMP port unreachable,
+    /// rate-limited as for any closed port. (No other socket can share the port: binds
+    /// clash without `SO_REUSEADDR`, as on Linux.)
+    ///
+    /// Datagrams already queued stay queued, whoever sent them, as on Linux: read them
+    /// (or close and rebind) to start clean. A socket bound to 0.0.0.0 becomes bound to
+    /// the interface's address, the source its datagrams go out from, as Linux sets the
+    /// socket's address from the route: [`local_addr`](Self::local_addr) names it. It may
+    /// be connected again, to another peer; there is no way back to unconnected (std has
+    /// none either).
+    ///
+    /// `InvalidArgument` for port 0, 0.0.0.0 or the broadcast address, none of which can be
+    /// a peer here (Linux accepts port 0 and fails the sends later, takes 0.0.0.0 for the
+    /// host itself, and refuses a broadcast without `SO_BROADCAST`), and for a socket of
+    /// [`bind_any`](Self::bind_any), which has no address of its own to connect from. `Unreachable` when there is no route to `peer` (Linux's
+    /// `ENETUNREACH`).
+    pub fn connect(&mut self, h: UdpHandle, peer: SocketAddrV4, iface: &Interface) -> Result<(), UdpError> {
+        let s = self.socket(h)?;
+        if s.any || peer.port() == 0 || peer.ip().is_unspecified() || peer.ip().is_broadcast() {
+            return Err(UdpError::InvalidArgument);
+        }
+        if !routable(iface, *peer.ip()) {
+            return Err(UdpError::Unreachable);
+        }
+        let old = s.local;
+        if old.ip().is_unspecified() {
+            // No other socket holds the port on any address (the bind would have
+            // clashed), so the specific key is free.
+            self.binds.remove(&(*old.ip(), old.port()));
+            self.binds.insert((iface.addr(), old.port()), h.idx);
+        }
+        let s = self.socket_mut(h)?;
+        if old.ip().is_unspecified() {
+            s.local = SocketAddrV4::new(iface.addr(), old.port());
+        }
+        s.peer = Some(peer);
+        Ok(())
+    }
+
+    /// The peer the socket is connected to ([`connect`](Self::connect)); `NotConnected`
+    /// if none, as `getpeername(2)` gives `ENOTCONN`.
+    pub fn peer_addr(&self, h: UdpHandle) -> Result<SocketAddrV4, UdpError> {
+        self.socket(h)?.peer.ok_or(UdpError::NotConnected)
     }
 
     /// The bound address (0.0.0.0:0 for [`bind_any`](Self::bind_any)).
@@ -316,12 +376,20 @@ impl Udp {
             )
         };
         counters.udp_in += 1;
-        let slot = self
+        let bound = self
             .binds
             .get(&(dst, dport))
             .or_else(|| self.binds.get(&(Ipv4Addr::UNSPECIFIED, dport)).filter(|_| dst == iface.addr()))
-            .copied()
-            .or(self.any);
+            .copied();
+        // A connected socket takes only its peer's datagrams; anyone else's go on as if the
+        // port were not bound (see `connect`). One field compare, no further lookup.
+        let from = SocketAddrV4::new(src, sport);
+        let slot = match bound {
+            Some(i) if self.slots[i as usize].socket.as_ref().is_some_and(|s| s.peer.is_none_or(|p| p == from)) => {
+                Some(i)
+            }
+            _ => self.any,
+        };
         // Unless the device vouched for it (or the sender sent none), the checksum is
         // verified later, in the copy to the application.
         let pending = (field != 0 && !ing.checksum_ok).then_some(header_sum);
@@ -348,12 +416,7 @@ impl Udp {
             return;
         }
         s.queued += charge;
-        s.queue.push_back(Datagram {
-            buf: frame,
-            from: SocketAddrV4::new(src, sport),
-            to: SocketAddrV4::new(dst, dport),
-            header_sum: pending,
-        });
+        s.queue.push_back(Datagram { buf: frame, from, to: SocketAddrV4::new(dst, dport), header_sum: pending });
     }
 
     /// ICMP destination unreachable, code 3 (RFC 1122 §4.1.3.1), quoting the datagram's IP
@@ -497,4 +560,12 @@ impl Udp {
             Err(_) => Err(UdpError::NoBufferSpace),
         }
     }
+}
+
+/// Whether a packet to `ip` has somewhere to go: on the link, through the gateway, or over
+/// a point-to-point link (what `Interface::encapsulate` reports as unreachable otherwise).
+fn routable(iface: &Interface, ip: Ipv4Addr) -> bool {
+    let c = iface.config();
+    let mask = u32::MAX.checked_shl(32 - c.prefix_len as u32).unwrap_or(0);
+    !iface.capabilities().ethernet || (ip.to_bits() ^ c.addr.to_bits()) & mask == 0 || c.gateway.is_some()
 }
