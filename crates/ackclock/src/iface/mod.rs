@@ -223,6 +223,12 @@ impl Interface {
         self.config.mac
     }
 
+    /// Whether a packet to `ip` has somewhere to go: over a link without a link header
+    /// (every destination), on the link, or through the default gateway.
+    pub fn routes(&self, ip: Ipv4Addr) -> bool {
+        !self.caps.ethernet || self.on_link(ip) || self.config.gateway.is_some()
+    }
+
     fn on_link(&self, ip: Ipv4Addr) -> bool {
         (ip.to_bits() ^ self.config.addr.to_bits()) & self.mask == 0
     }

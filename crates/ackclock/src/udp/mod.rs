@@ -311,7 +311,7 @@ impl Udp {
         if s.any || peer.port() == 0 || peer.ip().is_unspecified() || peer.ip().is_broadcast() {
             return Err(UdpError::InvalidArgument);
         }
-        if !routable(iface, *peer.ip()) {
+        if !iface.routes(*peer.ip()) {
             return Err(UdpError::Unreachable);
         }
         let old = s.local;
@@ -560,12 +560,4 @@ impl Udp {
             Err(_) => Err(UdpError::NoBufferSpace),
         }
     }
-}
-
-/// Whether a packet to `ip` has somewhere to go: on the link, through the gateway, or over
-/// a point-to-point link (what `Interface::encapsulate` reports as unreachable otherwise).
-fn routable(iface: &Interface, ip: Ipv4Addr) -> bool {
-    let c = iface.config();
-    let mask = u32::MAX.checked_shl(32 - c.prefix_len as u32).unwrap_or(0);
-    !iface.capabilities().ethernet || (ip.to_bits() ^ c.addr.to_bits()) & mask == 0 || c.gateway.is_some()
 }
