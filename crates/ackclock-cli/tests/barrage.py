@@ -289,10 +289,11 @@ category("ipv4 with options",
           ipv4(tcp_bytes(closed_tcp(flags="S", seq=89)), ihl=8, options=b"\x07\x0b\x04" + b"\0" * 8 + b"\x00")],
          {"drops_no_connection": 1, "resets_sent": 1}, resets=1)
 
-# --- ICMP (RFC 792). Destination unreachable quoting the live connection, even "fragmentation
-# needed" with a tiny MTU, and unsolicited echo replies change nothing (RFC 5927: blind ICMP
-# attacks on TCP) and are counted; a bad checksum, a truncated message and a type the stack
-# does not handle are dropped.
+# --- ICMP (RFC 792). Destination unreachable quoting the live connection and unsolicited
+# echo replies change nothing (RFC 5927: blind ICMP attacks on TCP) and are counted; so does
+# a "fragmentation needed" with a tiny MTU quoting a sequence number the connection does not
+# have in flight (RFC 5927 §4.1), counted as such; a bad checksum, a truncated message and a
+# type the stack does not handle are dropped.
 def icmp(typ, code, rest, body, csum_xor=0):
     h = struct.pack("!BBH", typ, code, 0) + rest + body
     h = h + (b"\0" if len(h) % 2 else b"")
@@ -305,9 +306,11 @@ def icmp(typ, code, rest, body, csum_xor=0):
 quoted = bytes(IP(src=STACK, dst=host_ip) / TCP(sport=7, dport=cport, seq=snd_nxt, ack=rcv_nxt, flags="A"))[:28]
 category("icmp the stack ignores",
          [ipv4(icmp(3, 3, b"\0" * 4, quoted), proto=1), ipv4(icmp(3, 1, b"\0" * 4, quoted), proto=1),
-          ipv4(icmp(3, 4, struct.pack("!HH", 0, 68), quoted), proto=1), ipv4(icmp(0, 0, b"\0\1\0\1", b"x" * 8), proto=1),
+          ipv4(icmp(0, 0, b"\0\1\0\1", b"x" * 8), proto=1),
           ipv4(icmp(13, 0, b"\0" * 4, b"\0" * 12), proto=1), ipv4(icmp(11, 0, b"\0" * 4, quoted), proto=1)],
          {"icmp_ignored": 1})
+category("icmp fragmentation needed, nothing in flight",
+         [ipv4(icmp(3, 4, struct.pack("!HH", 0, 68), quoted), proto=1)], {"pmtu_ignored": 1})
 category("icmp bad checksum", [ipv4(icmp(8, 0, b"\0\1\0\1", b"x" * 8, csum_xor=1), proto=1)], {"drops_bad_checksum": 1})
 category("icmp malformed", [ipv4(b"\x08\x00\xf7", proto=1)],
          {"drops_malformed": 1})
