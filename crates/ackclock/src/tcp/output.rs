@@ -824,8 +824,11 @@ pub(crate) fn send_reset(env: &mut Env, seg: &Segment, seq: Option<SeqNumber>, a
 }
 
 /// Abort a connection: `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK>` (RFC 9293 §3.10.4, as Linux).
+/// SND.NXT in the RFC's sense: past everything sent (`snd_max`), not the go-back-N pointer a
+/// retransmission timeout moved back to SND.UNA, or the RST lands below the peer's RCV.NXT
+/// and is dropped (Linux `tcp_acceptable_seq`; FreeBSD sends a bare RST at `snd_max`).
 pub(crate) fn send_abort(env: &mut Env, tcb: &Tcb) {
-    send_rst_raw(env, tcb.tuple, tcb.snd_nxt, tcb.rcv_nxt, TcpFlags::RST | TcpFlags::ACK);
+    send_rst_raw(env, tcb.tuple, tcb.snd_max, tcb.rcv_nxt, TcpFlags::RST | TcpFlags::ACK);
 }
 
 fn send_rst_raw(env: &mut Env, tuple: FourTuple, seq: SeqNumber, ack: SeqNumber, flags: TcpFlags) {

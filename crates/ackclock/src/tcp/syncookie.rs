@@ -15,8 +15,8 @@
 //! expire). Linux adds the index to a hash, so that a cookie a few units off still passes
 //! with another MSS; here, as FreeBSD's `syncookie_mac` does, the low bits are a MAC over
 //! the index, so a cookie verifies exactly or not at all. An ACK is valid when the count it
-//! yields is at most [`MAX_AGE`] minutes old and the MAC matches: a blind guess succeeds
-//! with probability about 3 / 2^29.
+//! yields is at most [`MAX_AGE`] counter periods old and the MAC matches: a blind guess succeeds
+//! with probability about 2 / 2^29.
 //!
 //! The peer's MSS is kept only as an index into [`MSS_TABLE`]. The peer's window scale and
 //! SACK-permitted cannot fit in the ISN; with timestamps they travel in the low bits of our
@@ -39,8 +39,9 @@ pub(crate) const MSS_TABLE: [u16; 8] = [536, 1300, 1440, 1460, 4312, 8960, 16384
 const IDX_MASK: u32 = MSS_TABLE.len() as u32 - 1;
 /// Seconds per tick of the cookie counter.
 const COUNT_PERIOD_SECS: u64 = 60;
-/// Oldest counter value still accepted, in ticks: a cookie lives two to three minutes.
-pub(crate) const MAX_AGE: u32 = 2;
+/// Oldest counter value still accepted, in ticks: a cookie lives one to two minutes (Linux
+/// `check_tcp_syn_cookie`: `diff >= MAX_SYNCOOKIE_AGE` (2) fails, so ages 0 and 1 pass).
+pub(crate) const MAX_AGE: u32 = 1;
 /// Low bits of the TSval that carry options: 4 bits of window scale, 1 of SACK-permitted.
 const TS_OPT_BITS: u32 = 5;
 const TS_OPT_MASK: u32 = (1 << TS_OPT_BITS) - 1;
@@ -255,8 +256,8 @@ mod tests {
         remote_port: 40000,
     };
 
-    /// A cookie made at `t` verifies, with the MSS rounded down to the table, for two full
-    /// counter periods and no longer; another tuple, peer ISN or key does not verify it.
+    /// A cookie made at `t` verifies, with the MSS rounded down to the table, in its own
+    /// counter period and the next, no longer (Linux); another tuple, peer ISN or key does not.
     #[test]
     fn cookies_verify_within_their_age_only() {
         let k = CookieKey::new([1, 2]);
@@ -264,10 +265,10 @@ mod tests {
         let isn = SeqNumber(0xdead_beef);
         let c = k.make(t0, &T, isn, 1460);
         assert_eq!(k.check(t0, &T, isn, c), Some(1460));
-        assert_eq!(k.check(t0 + Duration::from_secs(2 * 60), &T, isn, c), Some(1460));
-        // 1_000_000 s is 16666 periods and 40 s: the third period boundary is 140 s on.
-        assert_eq!(k.check(t0 + Duration::from_secs(139), &T, isn, c), Some(1460));
-        assert_eq!(k.check(t0 + Duration::from_secs(140), &T, isn, c), None);
+        assert_eq!(k.check(t0 + Duration::from_secs(60), &T, isn, c), Some(1460));
+        // 1_000_000 s is 16666 periods and 40 s: the second period boundary is 80 s on.
+        assert_eq!(k.check(t0 + Duration::from_secs(79), &T, isn, c), Some(1460));
+        assert_eq!(k.check(t0 + Duration::from_secs(80), &T, isn, c), None);
         for d in [1, 2, 7, 8, 0x1_0000] {
             assert_eq!(k.check(t0, &T, isn + d, c), None, "peer ISN off by {d}");
             assert_eq!(k.check(t0, &T, isn, c + d), None, "cookie off by {d}");
@@ -281,7 +282,7 @@ mod tests {
         }
     }
 
-    /// Guessed cookies: of 2^20 random ACK numbers for one SYN, about 3 / 2^29 of them
+    /// Guessed cookies: of 2^20 random ACK numbers for one SYN, about 2 / 2^29 of them
     /// verify, so none should.
     #[test]
     fn guessed_cookies_fail() {

@@ -327,8 +327,13 @@ fn tw_segment(env: &mut Env, e: &mut TwEntry, seg: &Segment) -> TwAction {
 }
 
 /// RFC 6191 / Linux `tcp_timewait_state_process`: a SYN opens a new incarnation if it is
-/// unambiguously newer (a higher sequence number, or a newer timestamp).
+/// unambiguously newer (a higher sequence number, or a newer timestamp). Only a SYN: a
+/// SYN-ACK (Linux: `th->syn && !th->rst && !th->ack`) draws a challenge ACK (RFC 5961 §4.2)
+/// and leaves TIME-WAIT alone (RFC 1337).
 fn newer_syn(e: &TwEntry, seg: &Segment) -> bool {
+    if seg.flags.intersects(TcpFlags::ACK | TcpFlags::RST) {
+        return false;
+    }
     let newer_ts = match (e.ts_enabled, seg.ts) {
         (true, Some((tsval, _))) => ts_older(e.ts_recent, tsval),
         _ => false,

@@ -427,8 +427,12 @@ fn disordered_ack(tcb: &Tcb, seg: &Segment, tsval: u32) -> bool {
 
 /// RFC 6191 / Linux `tcp_timewait_state_process`: a SYN to a TIME-WAIT connection opens a
 /// new incarnation if it is unambiguously newer (higher sequence number, or a newer
-/// timestamp).
+/// timestamp). Only a SYN: a SYN-ACK (Linux: `th->syn && !th->rst && !th->ack`) draws the
+/// challenge ACK of any other SYN (RFC 5961 §4.2) and leaves TIME-WAIT alone (RFC 1337).
 fn time_wait_syn(tcb: &Tcb, seg: &Segment) -> Option<Outcome> {
+    if seg.flags.intersects(TcpFlags::ACK | TcpFlags::RST) {
+        return None;
+    }
     let newer_ts = match (tcb.ts_enabled, seg.ts) {
         (true, Some((tsval, _))) => ts_older(tcb.ts_recent, tsval),
         _ => false,
@@ -484,7 +488,9 @@ fn text_and_fin(
         // Linux (`tcp_rcv_state_process`, FIN-WAIT-1/2 with RCV_SHUTDOWN): data for a
         // socket closed, or shut down both ways, resets the connection. After
         // shutdown(Read) alone the data is queued as usual (Linux does not reset then).
-        output::send_reset(env, seg, Some(tcb.snd_nxt), None);
+        // SND.NXT as the peer sees it: past everything sent, even while a retransmission
+        // timeout has moved the go-back-N pointer back (Linux `tcp_acceptable_seq`).
+        output::send_reset(env, seg, Some(tcb.snd_max), None);
         tcb.error = Some(ConnError::Reset);
         tcb.state = State::Closed;
         return Outcome::Delete;
