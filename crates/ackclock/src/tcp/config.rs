@@ -60,7 +60,9 @@ pub struct TcpConfig {
     pub send_buffer: usize,
     /// Disable Nagle's algorithm (RFC 9293 §3.7.4).
     pub nodelay: bool,
-    /// Delayed-ACK timer (RFC 5681 §4.2 allows up to 500 ms; Linux uses 40 ms).
+    /// Delayed-ACK timer (RFC 5681 §4.2 allows up to 500 ms; Linux uses 40 ms). Values of
+    /// 500 ms or more are taken as 499 ms (RFC 9293 §3.8.6.3: the delay MUST be less than
+    /// 0.5 seconds).
     pub delayed_ack: Duration,
     /// Quick ACKs, as Linux sends them (`tcp_incr_quickack`, `__tcp_ack_snd_check`): on a
     /// connection's first data and after the receiver was idle longer than the RTO, ACK

@@ -155,7 +155,10 @@ impl Io<'_> {
 impl Tcp {
     /// `seed` keys the ISN, port and table hashes: fixed in a simulation (deterministic),
     /// random in a real stack.
-    pub(crate) fn new(config: TcpConfig, seed: u64, now: Instant) -> Tcp {
+    pub(crate) fn new(mut config: TcpConfig, seed: u64, now: Instant) -> Tcp {
+        // RFC 9293 §3.8.6.3 / RFC 1122 §4.2.3.2: the ACK delay "MUST be less than 0.5
+        // seconds" (MUST-40), whatever the configuration asks.
+        config.delayed_ack = config.delayed_ack.min(crate::time::Duration::from_millis(499));
         let cap = config.max_connections.max(1);
         let (lo, hi) = config.ephemeral_ports;
         Tcp {

@@ -168,7 +168,21 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             // A segment partly below snd_nxt (after a rewind) is sent whole; count only the
             // part beyond snd_nxt against the window.
             let remaining = (seg_seq + seg_len).since(tcb.snd_nxt).min(seg_len);
-            if remaining > usable {
+            // RFC 9293 §3.8.6 (MUST-35: robust against a shrinking window) and §3.8.6.1:
+            // after a timeout sent snd_nxt back, the segment at SND.UNA goes even if the peer
+            // shrank its window below it, as Linux's `__tcp_retransmit_skb` sends it: what
+            // the window still takes, or one MSS as a zero-window probe when it is closed.
+            // Otherwise nothing is ever sent again, and the timer gives up on a live peer.
+            let probe_head = seg_sent > 0 && seg_seq == tcb.snd_una && seg_seq == tcb.snd_nxt && remaining > rwnd_room;
+            if probe_head {
+                let allow = if rwnd_room > 0 { rwnd_room } else { smss }.min(cwnd_room).max(1);
+                if remaining > allow {
+                    if split_front(env, tcb, idx, allow as usize).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            } else if remaining > usable {
                 // An offload unit (several MSS) that does not fit: wait for the ACKs that
                 // are about to open the window rather than cut it (a copy).
                 let unit = seg_len > smss;
@@ -589,7 +603,9 @@ pub(crate) fn send_stateless(env: &mut Env, tuple: FourTuple, h: &Hdr) -> bool {
 pub(super) fn arm_rexmt(env: &Env, tcb: &mut Tcb) {
     if tcb.timers.rexmt.is_none() {
         tcb.timers.rexmt.set(env.now.plus_nanos(tcb.rtt.rto_nanos()));
-        tcb.rexmt_start.get_or_insert(env.now);
+        // A new episode of unacknowledged data: a zero-window probing episode before it
+        // (`timer::persist`) transmitted no data, and its start is not this data's.
+        tcb.rexmt_start = Some(env.now);
     }
 }
 

@@ -66,17 +66,28 @@ fn time_out(env: &mut Env, tcb: &mut Tcb) -> Outcome {
 /// RFC 6298 §5.4-5.7: retransmit the earliest unacknowledged segment, back off the timer,
 /// and collapse the congestion window to the loss window (RFC 5681 §3.1).
 fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
-    tcb.retries += 1;
     let limit = match tcb.state {
         State::SynSent => env.config.syn_retries,
         State::SynReceived => env.config.synack_retries,
         _ => env.config.max_retries,
     };
+    // RFC 9293 §3.8.6.1 (MUST NOT close while the peer answers the probes): with the
+    // peer's window closed under data in flight (it shrank, §3.8.6 MUST-35), this
+    // retransmission is a zero-window probe, and only probes left unanswered count
+    // (`probes_out`, reset by any acceptable ACK), as Linux `tcp_retransmit_timer` does.
+    let zero_window = tcb.state.is_synchronized() && tcb.snd_wnd == 0;
+    let tries = if zero_window {
+        tcb.probes_out += 1;
+        tcb.probes_out
+    } else {
+        tcb.retries += 1;
+        tcb.retries
+    };
     let user_timeout_over = match (tcb.opts.user_timeout, tcb.rexmt_start) {
         (Some(ut), Some(start)) => env.now.saturating_duration_since(start) >= ut,
         _ => false,
     };
-    if tcb.retries > limit || user_timeout_over {
+    if tries > limit || user_timeout_over {
         if tcb.state == State::SynReceived && tcb.listener.is_some() {
             // A half-open passive connection just disappears.
             tcb.state = State::Closed;
@@ -165,7 +176,13 @@ fn persist(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     } else {
         output::send_bare(env, tcb, tcb.snd_una - 1, TcpFlags::ACK);
         tcb.persist_backoff = (tcb.persist_backoff + 1).min(16);
-        tcb.timers.persist.set(env.now + output::persist_interval(tcb));
+        // RFC 9293 §3.10.8: the user timeout is kept to the moment, not to the next
+        // backed-off probe (Linux `tcp_clamp_probe0_to_user_timeout`).
+        let mut next = env.now + output::persist_interval(tcb);
+        if let (Some(ut), Some(start)) = (tcb.opts.user_timeout, tcb.rexmt_start) {
+            next = next.min(start + ut);
+        }
+        tcb.timers.persist.set(next);
     }
     Outcome::Keep
 }
@@ -180,6 +197,14 @@ fn keepalive(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     }
     let Some(ka) = tcb.opts.keepalive else { return Outcome::Keep };
     if !matches!(tcb.state, State::Established | State::CloseWait | State::FinWait1 | State::FinWait2) {
+        return Outcome::Keep;
+    }
+    // RFC 9293 §3.8.4: "Keep-alive packets MUST only be sent when no sent data is
+    // outstanding" (MUST-26); while data is in flight or waits, the retransmission and
+    // persist timers judge the peer (Linux `tcp_keepalive_timer`: `packets_out` or a
+    // non-empty write queue reschedule).
+    if tcb.snd_max != tcb.snd_una || tcb.snd_nxt_idx < tcb.sndq.len() {
+        tcb.timers.keepalive.set(env.now + ka.idle);
         return Outcome::Keep;
     }
     let idle = env.now.saturating_duration_since(tcb.last_rcv);
