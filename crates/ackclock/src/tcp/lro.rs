@@ -48,8 +48,12 @@
 //! aggregate's newest, with a TSval not older, replaces it; the ACK numbers of the ACKs it
 //! replaces are kept, so congestion control hears every one (RFC 3465 byte counting with
 //! L = 2 SMSS per original ACK), all in one call (`CongestionControl::on_acks`, as Linux's
-//! `tcp_cong_avoid` hears the segments an ACK covered at once), and the RTT is sampled once,
-//! from the newest timestamp. The segments they acknowledged leave the send queue together,
+//! `tcp_cong_avoid` hears the segments an ACK covered at once), each ACK with the RTT sample
+//! its timestamp echo gives (HyStart++ counts samples per ACK, RFC 9406 §4.2). The RTT
+//! estimator takes one sample, from the newest timestamp: RFC 6298's gains were chosen for
+//! about one sample per round trip, and RFC 7323 Appendix G scales them down when samples
+//! come per ACK; the aggregate's one sample leaves SRTT and RTTVAR closer to that design
+//! than a burst of near-identical samples, at the cost of differing from the separate ACKs'. The segments they acknowledged leave the send queue together,
 //! their buffers back to the pool in one compare-and-swap. A duplicate ACK never merges (fast retransmit counts them, RFC 5681 §3.2); nor
 //! does an ACK with SACK blocks or a window change, which prediction does not take.
 //! Prediction is off while a recovery or duplicate ACKs are under way, so a merged ACK never
@@ -198,6 +202,9 @@ struct Flow {
     had_delack: bool,
     /// ACKs: the ACK numbers of the merged ACKs, oldest first (the newest is `ack`).
     acks: [u32; MAX_SEGS],
+    /// ACKs: the timestamp each echoed (TSecr; 0 without timestamps), in the same order:
+    /// congestion control hears each one's RTT sample, as from the separate ACKs.
+    ecrs: [u32; MAX_SEGS],
 }
 
 impl Flow {
@@ -232,6 +239,7 @@ impl Flow {
         self.seq = seq;
         self.ack = ack;
         self.acks[0] = ack.0;
+        self.ecrs[0] = ts.map_or(0, |t| t.1);
         self.ts = ts;
         self.tsval = ts.map_or(0, |t| t.0);
     }
@@ -272,6 +280,7 @@ impl Lro {
             tos: 0,
             had_delack: false,
             acks: [0; MAX_SEGS],
+            ecrs: [0; MAX_SEGS],
         };
         Lro { on, flows: [none; FLOWS], used: 0, victim: 0, last: 0, run: Run::NONE, followed: false }
     }
@@ -575,7 +584,8 @@ impl Tcp {
                         env.counters.fast_path_acks += n;
                         env.counters.lro_aggregates += 1;
                         env.counters.lro_acks += n - 1;
-                        merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..f.n as usize])
+                        let n = f.n as usize;
+                        merged_ack(&mut env, tcb, f.seq, f.ack, f.ts, &f.acks[..n], &f.ecrs[..n])
                     }
                 };
                 (true, rearm)
@@ -612,6 +622,7 @@ fn merge_data(f: &mut Flow, tcb: &mut Tcb, len: u32, unverified: bool, tsval: Op
 #[inline(always)]
 fn merge_ack(f: &mut Flow, ack: SeqNumber, ts: Option<(u32, u32)>) -> bool {
     f.acks[f.n as usize] = ack.0;
+    f.ecrs[f.n as usize] = ts.map_or(0, |t| t.1);
     f.ack = ack;
     f.ts = ts;
     f.tsval = ts.map_or(0, |t| t.0);
@@ -626,10 +637,11 @@ fn ts_ecr(seg: &[u8]) -> u32 {
     seg.get(28..32).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// A predicted pure ACK standing for `acks.len()` ACKs (their ACK numbers given, oldest
-/// first, the last being `ack`): released, sampled and timed once, as the newest; congestion
-/// control hears them in one call that grows the window exactly as the separate ACKs would
-/// have (RFC 3465 §2.2: L = 2 SMSS per ACK, not per aggregate; see `ack_grow_merged`).
+/// A predicted pure ACK standing for `acks.len()` ACKs (their ACK numbers and timestamp
+/// echoes given, oldest first, the last being `ack`): released, sampled and timed once, as
+/// the newest; congestion control hears them in one call that grows the window exactly as
+/// the separate ACKs would have (RFC 3465 §2.2: L = 2 SMSS per ACK, not per aggregate; see
+/// `ack_grow_merged`), each with its own RTT sample.
 fn merged_ack(
     env: &mut Env,
     tcb: &mut Tcb,
@@ -637,6 +649,7 @@ fn merged_ack(
     ack: SeqNumber,
     ts: Option<(u32, u32)>,
     acks: &[u32],
+    ecrs: &[u32],
 ) -> bool {
     if let Some((tsval, _)) = ts {
         if seq <= tcb.last_ack_sent {
@@ -649,7 +662,8 @@ fn merged_ack(
     let (data_acked, sample) = ack_release_by(env, tcb, ack, ts, release_counted);
     // What the SYN or FIN took of the whole, taken from the last ACK's share.
     let unclaimed = ack.since(una) - data_acked;
-    ack_grow_merged(env, tcb, una, acks, unclaimed, sample);
+    let ecrs = if ts.is_some() { ecrs } else { &[] };
+    ack_grow_merged(env, tcb, una, acks, ecrs, unclaimed, sample);
     ack_timer(env, tcb);
     tcb.snd_wl1 = seq;
     tcb.snd_wl2 = ack;

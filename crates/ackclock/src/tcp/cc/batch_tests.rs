@@ -174,6 +174,8 @@ fn same_windows(
                 batched.on_acks(&Acks {
                     now,
                     rtt,
+                    ecrs: &[],
+                    ts_offset: 0,
                     srtt,
                     snd_max,
                     iss,
@@ -265,6 +267,8 @@ fn a_run_of_stretch_acks_grows_slow_start_by_l_per_ack() {
         let run = Acks {
             now: Instant::from_secs(1),
             rtt: None,
+            ecrs: &[],
+            ts_offset: 0,
             srtt: None,
             snd_max: 1 + 40 * SMSS as u64,
             iss: 0,
@@ -285,6 +289,8 @@ fn the_fin_is_taken_from_the_newest_share() {
     let run = Acks {
         now: Instant::ZERO,
         rtt: Some(Duration::from_millis(5)),
+        ecrs: &[],
+        ts_offset: 0,
         srtt: None,
         snd_max: 2 + 2 * SMSS as u64,
         iss: u32::MAX - 100,

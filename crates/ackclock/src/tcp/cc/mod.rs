@@ -77,14 +77,22 @@ pub struct Ack {
 ///
 /// Original ACK `i` is the [`Ack`] that [`Acks::ack`] gives: it acknowledged
 /// `acks[i] - acks[i - 1]` bytes (`acks[0] - una` for the first), the newest less
-/// `unclaimed`; only the newest carries the RTT sample; `now`, `srtt` and `snd_max` are the
-/// same for all of them.
+/// `unclaimed`; the newest carries the RTT sample the estimator took, each earlier one the
+/// sample its own timestamp echo gives (`ecrs`); `now`, `srtt` and `snd_max` are the same
+/// for all of them.
 #[derive(Debug, Clone, Copy)]
 pub struct Acks<'a> {
     /// When the ACKs arrived (all in one received batch).
     pub now: Instant,
-    /// The RTT sample, taken from the newest ACK; the earlier ones carry none.
+    /// The RTT sample, taken from the newest ACK.
     pub rtt: Option<Duration>,
+    /// The timestamp each ACK echoed (TSecr), oldest first, or empty without timestamps:
+    /// [`Acks::ack`] gives each earlier ACK the RTT sample it would have carried alone
+    /// (HyStart++ counts samples per ACK, RFC 9406 §4.2).
+    pub ecrs: &'a [u32],
+    /// The connection's timestamp clock offset: our clock at `now` is `now` in
+    /// milliseconds plus it (`Tcb::ts_now`), against which `ecrs` are measured.
+    pub ts_offset: u32,
     /// The smoothed RTT, the sample included.
     pub srtt: Option<Duration>,
     /// Highest sequence number sent (BSD's snd_max), as an offset from the ISS.
@@ -112,6 +120,16 @@ impl Acks<'_> {
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.acks.is_empty()
+    }
+
+    /// The RTT sample of earlier ACK `i`'s timestamp echo, taken as the newest's is: none
+    /// for no echo (0) or one from the future.
+    #[inline]
+    fn echo_rtt(&self, i: usize) -> Option<Duration> {
+        let ecr = *self.ecrs.get(i)?;
+        let ts_now = (self.now.total_millis() as u32).wrapping_add(self.ts_offset);
+        let ms = ts_now.wrapping_sub(ecr);
+        (ecr != 0 && (ms as i32) >= 0).then(|| Duration::from_millis(ms as u64))
     }
 
     /// Bytes original ACK `i` (below [`Acks::len`]) acknowledged.
@@ -155,7 +173,7 @@ impl Acks<'_> {
         Ack {
             now: self.now,
             acked: self.acked(i),
-            rtt: if i + 1 == self.acks.len() { self.rtt } else { None },
+            rtt: if i + 1 == self.acks.len() { self.rtt } else { self.echo_rtt(i) },
             srtt: self.srtt,
             ack_seq: self.acks[i].wrapping_sub(self.iss) as u64,
             snd_max: self.snd_max,

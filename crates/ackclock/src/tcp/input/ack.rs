@@ -125,15 +125,16 @@ pub(crate) fn ack_grow(env: &Env, tcb: &mut Tcb, ack: SeqNumber, data_acked: u32
 /// aggregation, Gallatin 2008): one congestion-control call for all of them, as Linux's
 /// `tcp_cong_avoid(sk, ack, acked)` is one call for the segments an ACK covered, and the
 /// window grows exactly as the separate calls would have grown it (RFC 3465 §2.2: L per
-/// original ACK). `una` is SND.UNA before the first, `acks` their ACK numbers, oldest first;
-/// `unclaimed` is what the SYN or FIN took of the newest's share, `sample` the newest's RTT
-/// sample (the earlier ones carry none).
+/// original ACK). `una` is SND.UNA before the first, `acks` their ACK numbers, oldest first,
+/// `ecrs` their timestamp echoes (empty without timestamps: [`Acks::ecrs`]); `unclaimed` is
+/// what the SYN or FIN took of the newest's share, `sample` the newest's RTT sample.
 #[inline(always)]
 pub(crate) fn ack_grow_merged(
     env: &Env,
     tcb: &mut Tcb,
     una: SeqNumber,
     acks: &[u32],
+    ecrs: &[u32],
     unclaimed: u32,
     sample: Option<Duration>,
 ) {
@@ -142,6 +143,8 @@ pub(crate) fn ack_grow_merged(
     let run = Acks {
         now: env.now,
         rtt: sample,
+        ecrs,
+        ts_offset: tcb.ts_offset,
         srtt: tcb.rtt.srtt(),
         snd_max: tcb.snd_max.since(tcb.iss) as u64,
         iss: tcb.iss.0,

@@ -10,9 +10,12 @@ use crate::tcp::trace;
 use crate::time::{Duration, Instant};
 use crate::wire::{checksum, TcpFlags};
 
-/// Header prediction mask (Jacobson 1993): data offset, the SYN/FIN/RST/URG/ACK bits (PSH may
-/// vary), and the window field.
-const FMASK: u32 = 0xf000_0000 | ((0x01 | 0x02 | 0x04 | 0x20 | 0x10) << 16) | 0xffff;
+/// Header prediction mask (Jacobson 1993): data offset, the SYN/FIN/RST/URG/ACK/ECE/CWR bits
+/// (PSH may vary), and the window field. ECE and CWR are in it as in Linux's `pred_flags`
+/// (`TCP_HP_BITS`): a segment carrying either is not the common case, and receive
+/// aggregation, whose merge test this is, must not merge it (Linux `tcp_gro_receive`
+/// flushes on CWR and on any flag that differs).
+const FMASK: u32 = 0xf000_0000 | ((0x01 | 0x02 | 0x04 | 0x20 | 0x10 | 0x40 | 0x80) << 16) | 0xffff;
 
 /// The word the fast path expects at bytes 12..16 of a segment (data offset, ACK alone, the
 /// peer's window unchanged), as the TCB keeps it: in wire byte order, so that the fast path
