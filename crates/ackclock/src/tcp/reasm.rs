@@ -562,6 +562,11 @@ impl OutOfOrderQueue {
         self.blocks.by_pos.back().map(|&slot| self.blocks.nodes[slot].end)
     }
 
+    /// The lowest block held, `[start, end)`.
+    pub fn first_block(&self) -> Option<(u64, u64)> {
+        self.blocks.by_pos.front().map(|&slot| (self.blocks.nodes[slot].start, self.blocks.nodes[slot].end))
+    }
+
     /// The start of the lowest block held.
     pub fn lowest(&self) -> Option<u64> {
         self.blocks.by_pos.front().map(|&slot| self.blocks.nodes[slot].start)

@@ -180,6 +180,11 @@ impl LazyOoo {
         self.0.get_or_insert_with(Default::default).insert(pos, buf)
     }
 
+    /// [`OutOfOrderQueue::first_block`].
+    pub fn first_block(&self) -> Option<(u64, u64)> {
+        self.0.as_ref()?.first_block()
+    }
+
     pub fn pop_ready(&mut self, rcv_nxt: u64) -> Option<(u64, PBuf)> {
         self.0.as_mut()?.pop_ready(rcv_nxt)
     }

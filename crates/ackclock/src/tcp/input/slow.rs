@@ -10,7 +10,6 @@ use super::*;
 use crate::buf::PBuf;
 use crate::tcp::env::Env;
 use crate::tcp::output;
-use crate::tcp::reasm::Insert;
 use crate::tcp::recovery;
 use crate::tcp::seq::SeqNumber;
 use crate::tcp::stats::DropReason;
@@ -525,13 +524,24 @@ fn text_and_fin(
             tcb.owe_ack();
         } else {
             // Out of order (RFC 5681 §4.2: ACK at once, so the sender sees a duplicate ACK).
+            // An ACK an earlier segment of this batch still owes goes first: each
+            // out-of-order segment draws a duplicate ACK of its own, whose first SACK block
+            // is its own (RFC 2018 §4) and whose D-SACK reports only its own duplicate (RFC
+            // 2883 §4), as Linux sends one per segment; output, which runs once per batch,
+            // would merge them into one, and a sender without SACK would count one
+            // duplicate ACK where three segments arrived.
+            if tcb.ack_now {
+                let _ = output::send_bare(env, tcb, tcb.snd_max, TcpFlags::ACK);
+            }
             let pos = tcb.rcv_pos(seq);
             let ins = tcb.ooo.insert(pos, payload);
             tcb.stats.ooo_segs += 1;
             if let (true, Some((s, e))) = (tcb.sack_enabled, ins.dsack()) {
                 tcb.dsack = Some((tcb.pos_seq(s), tcb.pos_seq(e)));
             }
-            if matches!(ins, Insert::Duplicate { .. }) {
+            // A FIN inside data already held is bogus; one at the end of a duplicate is the
+            // segment's one new part (RFC 9293 §3.10.7.4), and is kept.
+            if ins.block().is_some_and(|(_, e)| e > pos + len as u64) {
                 fin = false;
             }
             tcb.owe_ack();
@@ -541,6 +551,8 @@ fn text_and_fin(
     }
     if fin {
         tcb.rcv_fin = Some(seq + len);
+        // A FIN above a hole is out of order too: a duplicate ACK at once (RFC 5681 §4.2).
+        tcb.owe_ack();
     }
     if let Some(fin_seq) = tcb.rcv_fin {
         if fin_seq == tcb.rcv_nxt && tcb.state.can_receive() {
@@ -578,6 +590,14 @@ fn receive_in_order(
     let arrival = if had_ooo { Arrival::FilledHole } else { Arrival::Next };
     in_order_received(now, delayed_ack, tcb, seq, len, checksum, ts.map(|t| t.0), arrival);
     if had_ooo {
+        // Held bytes the new segment brought again are a duplicate: D-SACK them (RFC 2883
+        // §4), unless a duplicate below the segment is already reported.
+        if let (true, None, Some((s, e))) = (tcb.sack_enabled, tcb.dsack, tcb.ooo.first_block()) {
+            if s < tcb.rcv_nxt_pos {
+                let e = e.min(tcb.rcv_nxt_pos);
+                tcb.dsack = Some((tcb.pos_seq(s), tcb.pos_seq(e)));
+            }
+        }
         drain_ooo(tcb);
     }
 }
