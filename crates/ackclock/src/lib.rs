@@ -87,3 +87,15 @@ pub mod wire;
 
 pub use socket::{Error, Event, ListenerHandle, Readiness, Shutdown, TcpHandle};
 pub use stack::{Stack, StackConfig};
+
+/// `config` for the crate's property tests, or a few cases of it under Miri, which
+/// interprets every step and, isolated from the host, cannot read or write the regression
+/// files (their cases run natively).
+#[cfg(test)]
+pub(crate) fn proptest_config(config: proptest::test_runner::Config) -> proptest::test_runner::Config {
+    if cfg!(miri) {
+        proptest::test_runner::Config { cases: 4, failure_persistence: None, ..config }
+    } else {
+        config
+    }
+}

@@ -238,6 +238,8 @@ mod tests {
     #[test]
     fn chains_and_single_frees_cross_threads() {
         let p = pool(32);
+        // Fewer under Miri, which interprets every step (its race checks need only a few).
+        let rounds: u32 = if cfg!(miri) { 300 } else { 20_000 };
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
                 let p = p.clone();
@@ -245,7 +247,7 @@ mod tests {
                     let mut chain = FreeChain::new();
                     let mut held = Vec::new();
                     let mut x = t as u32 + 1;
-                    for round in 0..20_000u32 {
+                    for round in 0..rounds {
                         x ^= x << 13;
                         x ^= x >> 17;
                         x ^= x << 5;

@@ -679,24 +679,21 @@ impl Region {
     /// before it is used.
     #[cfg(target_os = "linux")]
     fn new(len: usize) -> Result<Region, PoolConfigError> {
+        // Miri maps only MAP_PRIVATE|MAP_ANONYMOUS; MAP_NORESERVE is overcommit accounting
+        // alone, and the memory is the same without it.
+        #[cfg(not(miri))]
+        const FLAGS: libc::c_int = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        #[cfg(miri)]
+        const FLAGS: libc::c_int = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
         // SAFETY: a fresh anonymous mapping aliases nothing; failure is MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, FLAGS, -1, 0) };
         if p == libc::MAP_FAILED {
             return Err(PoolConfigError::OutOfMemory);
         }
         Ok(Region { base: NonNull::new(p.cast()).ok_or(PoolConfigError::OutOfMemory)?, len })
     }
 
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     fn resident_bytes(&self) -> Option<usize> {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
@@ -706,7 +703,8 @@ impl Region {
         (rc == 0).then(|| map.iter().filter(|&&b| b & 1 != 0).count() * page)
     }
 
-    #[cfg(not(target_os = "linux"))]
+    /// Elsewhere (and under Miri, which has no mincore), not known.
+    #[cfg(any(not(target_os = "linux"), miri))]
     fn resident_bytes(&self) -> Option<usize> {
         None
     }
@@ -723,7 +721,16 @@ impl Region {
         }
         // SAFETY: the pages lie inside our mapping and belong only to buffers the caller
         // holds off the free list, so nothing reads or writes them meanwhile.
+        #[cfg(not(miri))]
         let rc = unsafe { libc::madvise(self.base.as_ptr().add(first).cast(), last - first, libc::MADV_DONTNEED) };
+        // Miri has no madvise: zero the pages, which is what they read as after it (and a
+        // write Miri checks against any access to them meanwhile).
+        #[cfg(miri)]
+        let rc = {
+            // SAFETY: as above.
+            unsafe { self.base.as_ptr().add(first).write_bytes(0, last - first) };
+            0
+        };
         if rc == 0 {
             last - first
         } else {

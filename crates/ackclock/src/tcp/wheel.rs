@@ -669,7 +669,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(512))]
+        #![proptest_config(crate::proptest_config(ProptestConfig::with_cases(512)))]
 
         /// Against a sorted-set model: the same keys fire at every `expire`, never early,
         /// never late, and `next_deadline` is the model's minimum.

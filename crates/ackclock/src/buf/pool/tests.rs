@@ -68,6 +68,8 @@ fn buffers_freed_elsewhere_are_all_taken_again() {
 #[test]
 fn two_allocators_two_freers() {
     let p = pool(64);
+    // Fewer under Miri, which interprets every step (its race checks need only a few).
+    let rounds = if cfg!(miri) { 300 } else { 20_000 };
     let owned: Arc<Vec<AtomicBool>> = Arc::new((0..64).map(|_| AtomicBool::new(false)).collect());
     let mut threads = vec![];
     for t in 0..2u64 {
@@ -76,7 +78,7 @@ fn two_allocators_two_freers() {
         threads.push(std::thread::spawn(move || {
             let owned = mine;
             let mut rng = t + 1;
-            for _ in 0..20_000 {
+            for _ in 0..rounds {
                 let b = loop {
                     match p.alloc() {
                         Ok(b) => break b,

@@ -460,6 +460,8 @@ mod props {
     }
 
     proptest! {
+        #![proptest_config(crate::proptest_config(ProptestConfig::default()))]
+
         /// Arbitrary bytes: no panic, and the options iterator ends after at most one error.
         #[test]
         fn arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..80)) {
