@@ -52,8 +52,7 @@ impl Tcp {
             return;
         }
         self.counters.pmtu_reductions += 1;
-        tcb.smss = smss;
-        tcb.eff_mss = smss - if tcb.ts_enabled { 12 } else { 0 };
+        tcb.set_smss(smss);
         tcb.cc.set_smss(tcb.eff_mss as u32);
         // Send again from SND.UNA what the peer has not SACKed, as after a timeout but
         // with the congestion window as it is. Recovery, if any, ends: its scoreboard
@@ -62,8 +61,7 @@ impl Tcp {
         recovery::abandon(tcb);
         tcb.recover = tcb.snd_max;
         tcb.rtt_seq = None; // Karn's rule: no sample from a retransmission
-        tcb.snd_nxt = tcb.snd_una;
-        tcb.snd_nxt_idx = sndq::index_of(tcb, tcb.snd_una);
+        sndq::go_back_to_una(tcb);
         self.mark_dirty(idx);
     }
 }

@@ -10,6 +10,16 @@ use super::stats::DropReason;
 use super::tcb::{Tcb, TxSeg};
 use std::collections::VecDeque;
 
+/// Send again from SND.UNA (after a timeout, or a Datagram Too Big): SND.NXT goes back to
+/// it. SACKed segments keep their marks, so only what the peer has not SACKed is sent
+/// again, unless the first unacknowledged one is marked: then the receiver reneged and
+/// every mark goes.
+pub(crate) fn go_back_to_una(tcb: &mut Tcb) {
+    super::recovery::clear_if_reneged(tcb);
+    tcb.snd_nxt = tcb.snd_una;
+    tcb.snd_nxt_idx = index_of(tcb, tcb.snd_una);
+}
+
 /// Index of the send-queue segment holding `seq` (the queue length if past the data).
 pub(crate) fn index_of(tcb: &Tcb, seq: SeqNumber) -> usize {
     // The queue is contiguous in sequence space: binary search on segment starts.

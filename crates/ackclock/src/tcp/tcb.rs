@@ -592,6 +592,13 @@ impl Tcb {
     /// Our timestamp clock: milliseconds (RFC 7323 §5.4 suggests 1 ms to 1 s per tick),
     /// offset per connection.
     #[inline]
+    /// Set the send MSS, and with it `eff_mss`: what a full-sized segment carries once
+    /// the options every segment has (timestamps) are taken out.
+    pub(crate) fn set_smss(&mut self, smss: u16) {
+        self.smss = smss;
+        self.eff_mss = smss - if self.ts_enabled { 12 } else { 0 };
+    }
+
     pub fn ts_now(&self, now: Instant) -> u32 {
         (now.total_millis() as u32).wrapping_add(self.ts_offset)
     }

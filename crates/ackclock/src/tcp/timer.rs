@@ -116,12 +116,7 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             recovery::abandon(tcb);
             tcb.cc.on_rto(env.now, flight);
             tcb.recover = tcb.snd_max;
-            // Go back to snd_una. SACKed segments keep their marks, so only what the peer
-            // has not SACKed is sent again, unless the first unacknowledged one is marked:
-            // then the receiver reneged and every mark goes.
-            recovery::clear_if_reneged(tcb);
-            tcb.snd_nxt = tcb.snd_una;
-            tcb.snd_nxt_idx = sndq::index_of(tcb, tcb.snd_una);
+            sndq::go_back_to_una(tcb);
         }
     }
     // RFC 9293 §3.10.8 / Linux `tcp_clamp_rto_to_user_timeout`: the user timeout is kept

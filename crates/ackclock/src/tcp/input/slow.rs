@@ -118,7 +118,7 @@ pub(crate) fn negotiate(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
         }
         _ => tcb.ts_enabled = false,
     }
-    tcb.eff_mss = tcb.smss - if tcb.ts_enabled { 12 } else { 0 };
+    tcb.set_smss(tcb.smss);
     // Nothing is sent yet: the window starts from the negotiated segment size.
     tcb.cc = tcb.opts.congestion.build(tcb.eff_mss as u32, env.config.initial_window);
 }
