@@ -109,6 +109,9 @@ counters! {
         /// Pure ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held
         /// back (`TcpConfig::quick_acks`).
         quick_acks,
+        /// Urgent pointers received that told an application of urgent data, new or further
+        /// into the stream (RFC 9293 §3.8.5).
+        urgent_signals,
         /// Data segments received on the header-prediction fast path.
         fast_path_data,
         /// Pure ACKs received on the header-prediction fast path.

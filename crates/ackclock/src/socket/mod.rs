@@ -145,6 +145,11 @@ pub struct Readiness {
     pub error: Option<Error>,
     /// The connection's TCP state (RFC 9293 §3.3.2).
     pub state: State,
+    /// Urgent data (RFC 9293 §3.8.5): the peer pointed to urgent data the application has
+    /// not read yet; this many bytes, from the next byte `recv` returns, up to and including
+    /// the last urgent one. The data stays in line, in the stream (RFC 6093 §4); the
+    /// connection's event is raised when the urgent pointer first arrives or advances.
+    pub urgent: Option<usize>,
 }
 
 impl Stack {
@@ -274,6 +279,17 @@ impl Stack {
         Ok(self.tcp.send(idx, data, &self.pool, !self.iface.capabilities().tx_checksum)?)
     }
 
+    /// [`tcp_send`](Self::tcp_send) for urgent data (RFC 9293 §3.8.5, the SEND call's
+    /// URGENT flag; `send(2)` with `MSG_OOB`): the bytes taken join the stream in line, and
+    /// the urgent pointer, carried with URG by every segment below it until the peer
+    /// acknowledges them, marks the octet after the last of them. RFC 6093 advises new
+    /// protocols against urgent data; it is here for those that still use it (Telnet's
+    /// and FTP's interrupts).
+    pub fn tcp_send_urgent(&mut self, h: TcpHandle, data: &[u8]) -> Result<usize, Error> {
+        let idx = self.conn(h)?;
+        Ok(self.tcp.send_urgent(idx, data, &self.pool, !self.iface.capabilities().tx_checksum)?)
+    }
+
     /// Queue bytes that `fill` writes straight into the send queue's packet buffers, for a
     /// caller whose bytes come from elsewhere (a `read(2)` from a socket or a file): that
     /// read is then the only copy, with no buffer of the caller's in between. `fill` gets
@@ -370,6 +386,7 @@ impl Stack {
             closed: s.closed,
             error: s.error.map(Error::from),
             state: s.state,
+            urgent: s.urgent,
         })
     }
 

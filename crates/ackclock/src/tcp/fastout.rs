@@ -22,10 +22,13 @@ use crate::wire::{IpProtocol, TcpFlags};
 
 /// Whether the next header of `tcb` would carry no option but timestamps and may cover
 /// everything received: no SACK block owed (RFC 2018 §4, RFC 2883 §4) and no data queued
-/// unverified (an ACK must not cover unchecked bytes). One test of three fields.
+/// unverified (an ACK must not cover unchecked bytes), and not in urgent mode (the
+/// general build writes URG and the urgent pointer).
 #[inline(always)]
 pub(super) fn plain_ack_predicted(tcb: &Tcb) -> bool {
-    tcb.rcv_unverified == 0 && !(tcb.sack_enabled && (tcb.dsack.is_some() || !tcb.ooo.is_empty()))
+    tcb.rcv_unverified == 0
+        && !(tcb.sack_enabled && (tcb.dsack.is_some() || !tcb.ooo.is_empty()))
+        && tcb.snd_up.is_none()
 }
 
 /// The pure ACK `output` owes (`<SEQ=SND.MAX><ACK=RCV.NXT><CTL=ACK>`, as `send_bare` sends

@@ -23,6 +23,8 @@ pub(crate) struct Hdr {
     pub sack_permitted: bool,
     pub ts: Option<(u32, u32)>,
     pub sack: SackBlocks,
+    /// The urgent pointer field, with URG in `flags` (RFC 9293 §3.8.5).
+    pub urgent: u16,
 }
 
 /// Prepend a TCP header for `tuple` to `buf` (whose data is the payload) and fill the
@@ -50,7 +52,7 @@ fn prepend_tcp_any(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: Opti
         ack: h.ack.0,
         flags: h.flags,
         window: h.window,
-        urgent: 0,
+        urgent: h.urgent,
         max_seg_size: h.mss,
         window_scale: h.wscale,
         sack_permitted: h.sack_permitted,
@@ -78,7 +80,7 @@ fn prepend_tcp_any(buf: &mut PBuf, tuple: &FourTuple, h: &Hdr, payload_sum: Opti
 /// connection is open, which [`prepend_frame`] writes.
 #[inline]
 pub(crate) fn is_plain(h: &Hdr) -> bool {
-    h.mss.is_none() && h.wscale.is_none() && !h.sack_permitted && h.sack.is_empty()
+    h.mss.is_none() && h.wscale.is_none() && !h.sack_permitted && h.sack.is_empty() && !h.flags.contains(TcpFlags::URG)
 }
 
 /// The words of a plain header (see [`is_plain`]), checksum included, and its length: the
@@ -292,6 +294,7 @@ mod tests {
                 sack_permitted: false,
                 ts: (round % 3 != 0).then(|| (rng.next_u64() as u32, rng.next_u64() as u32)),
                 sack: SackBlocks::new(),
+                urgent: 0,
             };
             let len = rng.below(1500) as usize;
             let payload: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();

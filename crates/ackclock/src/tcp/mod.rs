@@ -4,7 +4,8 @@
 //! as `tcp_usrreq.c`), plus the connection control block (`tcb`), the RTO estimator
 //! ([`rtt`]), the out-of-order queue (`reasm`), sequence numbers ([`seq`]), SYN cookies
 //! (`syncookie`), compact TIME-WAIT (`timewait`), the timing wheel (`wheel`), the idle sweep
-//! that gives drained queues' storage back (`reclaim`) and congestion control ([`cc`]).
+//! that gives drained queues' storage back (`reclaim`), urgent data (`urgent`) and congestion
+//! control ([`cc`]).
 //!
 //! This module owns every connection of a stack. Lookups go through a one-entry last-hit
 //! cache (BSD's `tcp_last_inpcb`), then a keyed hash of the 4-tuple; listeners are found by
@@ -57,6 +58,7 @@ pub(crate) mod tcb;
 pub(crate) mod timer;
 pub(crate) mod timewait;
 pub mod trace;
+mod urgent;
 pub(crate) mod usrreq;
 #[cfg(feature = "internals")]
 pub mod wheel;

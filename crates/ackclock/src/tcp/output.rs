@@ -203,9 +203,17 @@ fn send_in_order(env: &mut Env, tcb: &mut Tcb) -> bool {
             }
             // Nagle (RFC 9293 §3.7.4) with Minshall's refinement: a short last segment waits
             // while a short segment sent before is unacknowledged, unless nodelay or the FIN
-            // goes with it.
+            // goes with it, or in urgent mode (Linux `tcp_nagle_test`: urgent data is not
+            // held).
             let short = seg_len < smss;
-            if short && is_last && seg_sent == 0 && !tcb.opts.nodelay && !tcb.fin_queued && minshall_holds(tcb) {
+            if short
+                && is_last
+                && seg_sent == 0
+                && !tcb.opts.nodelay
+                && !tcb.fin_queued
+                && !tcb.urgent_mode()
+                && minshall_holds(tcb)
+            {
                 break;
             }
             let fin = is_last && tcb.fin_queued;
@@ -251,7 +259,7 @@ pub(crate) fn send_unit(tcb: &Tcb, gso_max: usize) -> usize {
     let mss = tcb.eff_mss as usize;
     // Without offload (or with too little of it for two segments) the unit is one MSS:
     // neither the window nor cwnd (a call into congestion control) nor a division is needed.
-    if gso_max < 2 * mss {
+    if gso_max < 2 * mss || tcb.urgent_mode() {
         return mss;
     }
     let goal = gso_max.min(tcb.max_snd_wnd as usize / 2).min(tcb.cwnd() as usize / 3);
@@ -468,7 +476,11 @@ fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, opt
     let room = option_room.saturating_sub(if ts.is_some() { 12 } else { 0 });
     let sack = sack_blocks(tcb, room);
     let window = window_field(tcb, ack, false);
-    Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack }
+    let h = Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack, urgent: 0 };
+    if tcb.snd_up.is_some() {
+        return super::urgent::with_urgent(tcb, h);
+    }
+    h
 }
 
 /// The header fields of [`common_hdr`] that stay the same for every segment one pass of
@@ -496,7 +508,12 @@ fn pass_hdr(
         if tcb.ooo.is_empty() && tcb.dsack.is_none() {
             let (ack, window, ts) = (f.ack, f.window, f.ts);
             let sack = SackBlocks::new();
-            return Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack };
+            let h =
+                Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack, urgent: 0 };
+            if tcb.snd_up.is_some() {
+                return super::urgent::with_urgent(tcb, h);
+            }
+            return h;
         }
     }
     let h = common_hdr(env, tcb, seq, flags, room);
@@ -556,6 +573,7 @@ fn send_syn(env: &mut Env, tcb: &mut Tcb) {
         sack_permitted,
         ts,
         sack: SackBlocks::new(),
+        urgent: 0,
     };
     if prepend_tcp(&mut buf, &tcb.tuple, &h, Some(0)).is_err() {
         env.counters.drop(DropReason::NoBuffer);
@@ -665,7 +683,11 @@ fn send_data(env: &mut Env, tcb: &mut Tcb, idx: usize, mut fin: bool, memo: &mut
     // A segment queued for a larger MSS than the path now carries (`pmtu`), on a device
     // that cannot cut it: its first MSS goes on its own (a copy, as Linux's
     // `tcp_fragment`), the rest stays queued behind it, and so does the FIN.
-    if tcb.sndq[idx].len() > tcb.eff_mss as u32 && env.iface.capabilities().tso_max == 0 {
+    // So does a unit holding urgent data: every piece the device cut would repeat the
+    // urgent pointer of the first, wrong for the others.
+    if tcb.sndq[idx].len() > tcb.eff_mss as u32
+        && (env.iface.capabilities().tso_max == 0 || tcb.snd_up.is_some_and(|up| tcb.sndq[idx].seq < up))
+    {
         if split_front(env, tcb, idx, tcb.eff_mss as usize).is_err() {
             return false;
         }
@@ -862,6 +884,7 @@ fn send_rst_raw(env: &mut Env, tuple: FourTuple, seq: SeqNumber, ack: SeqNumber,
         sack_permitted: false,
         ts: None,
         sack: SackBlocks::new(),
+        urgent: 0,
     };
     if prepend_tcp(&mut buf, &tuple, &h, Some(0)).is_err() {
         return;

@@ -46,6 +46,9 @@ pub struct ConnStats {
     /// Pure ACKs sent at once in quick-ACK mode that the delayed-ACK rule would have held
     /// back ([`TcpConfig::quick_acks`](super::TcpConfig::quick_acks)).
     pub quick_acks: u64,
+    /// Urgent pointers received that told the application of urgent data: new, or
+    /// pointing further into the stream (RFC 9293 §3.8.5, MUST-32).
+    pub urgent_signals: u64,
 }
 
 /// A snapshot of one connection, like Linux's `struct tcp_info`.

@@ -158,6 +158,7 @@ impl Tcp {
             sack_permitted: sack,
             ts,
             sack: SackBlocks::new(),
+            urgent: 0,
         };
         if output::send_stateless(&mut env, tuple, &synack) {
             self.counters.syn_cookies_sent += 1;

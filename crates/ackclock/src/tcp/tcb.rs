@@ -361,6 +361,10 @@ pub(crate) struct Tcb {
     pub rcv_nxt: SeqNumber,
     /// `rcv_nxt` as a 64-bit stream position (the out-of-order queue's coordinates).
     pub rcv_nxt_pos: u64,
+    /// RCV.UP as a stream position: one past the last urgent octet the peer has pointed
+    /// to (RFC 9293 §3.8.5; 0 before any). Urgent data is pending while the application's
+    /// read position is below it.
+    pub rcv_up: u64,
     /// Right edge of the window last advertised (never moves left, RFC 9293 §3.8.6.2.2).
     pub rcv_adv: SeqNumber,
     /// Our window-scale shift (applies to windows we send).
@@ -438,6 +442,9 @@ pub(crate) struct Tcb {
     pub snd_queued: usize,
     /// Sequence number just past the last byte queued; the FIN, once queued, takes it.
     pub snd_end: SeqNumber,
+    /// SND.UP while in urgent mode: the sequence number after the last urgent byte the
+    /// application queued (RFC 9293 §3.8.5); `None` once the peer acknowledged it all.
+    pub snd_up: Option<SeqNumber>,
     /// Index in `sndq` of the segment holding `snd_nxt` (== len when all data is sent).
     pub snd_nxt_idx: usize,
     /// The application has shut down writing: a FIN follows the queued data.
@@ -580,6 +587,21 @@ impl Tcb {
     #[inline]
     pub fn pos_seq(&self, pos: u64) -> SeqNumber {
         self.rcv_nxt + (pos.wrapping_sub(self.rcv_nxt_pos) as u32)
+    }
+
+    /// Urgent data the application has still to read (RFC 9293 §3.8.5, MUST-33): bytes
+    /// from its read position up to and including the last urgent octet, `None` if the
+    /// urgent pointer is not ahead of what it has read.
+    pub fn urgent_pending(&self) -> Option<usize> {
+        let read = self.rcv_nxt_pos.saturating_sub(self.rcv_queued as u64);
+        (self.rcv_up > read).then(|| (self.rcv_up - read) as usize)
+    }
+
+    /// In urgent mode: urgent data queued that the peer has not acknowledged yet (SND.UP
+    /// beyond SND.UNA).
+    #[inline]
+    pub fn urgent_mode(&self) -> bool {
+        self.snd_up.is_some_and(|up| up > self.snd_una)
     }
 
     /// Advance `rcv_nxt` by `n` bytes (or a FIN).

@@ -375,6 +375,7 @@ fn send_tw_ack(env: &mut Env, e: &TwEntry) {
         sack_permitted: false,
         ts,
         sack: SackBlocks::new(),
+        urgent: 0,
     };
     output::send_stateless(env, e.tuple, &ack);
 }

@@ -94,6 +94,7 @@ pub(crate) struct Status {
     pub closed: bool,
     pub error: Option<ConnError>,
     pub state: State,
+    pub urgent: Option<usize>,
 }
 
 /// What a receive callback did with the front segment's bytes.
@@ -242,6 +243,20 @@ impl Tcp {
             rest = &rest[n..];
             n
         })
+    }
+
+    /// [`send`](Self::send), the bytes urgent (RFC 9293 §3.9.1.2, SEND with the URGENT
+    /// flag): SND.UP moves to the octet after the last byte taken, and the segments below
+    /// it carry URG and the urgent pointer until the peer acknowledges it.
+    pub(crate) fn send_urgent(&mut self, idx: u32, data: &[u8], pool: &Pool, sum: bool) -> Result<usize, RequestError> {
+        let n = self.send(idx, data, pool, sum)?;
+        if n > 0 {
+            if let Some(t) = self.tcb_mut(idx) {
+                t.snd_up = Some(t.snd_end);
+            }
+            self.mark_dirty(idx);
+        }
+        Ok(n)
     }
 
     /// Queue bytes that `fill` appends to send-queue pbufs: `fill(buf, room)` appends at
@@ -653,6 +668,7 @@ impl Tcp {
             closed: matches!(t.state, State::Closed | State::TimeWait),
             error: t.error,
             state: t.state,
+            urgent: t.urgent_pending(),
         })
     }
 

@@ -57,6 +57,8 @@ pub struct Seg {
     pub peer_port: Option<u16>,
     /// When expecting: skip the option and window checks entirely.
     pub any_options: bool,
+    /// The urgent pointer field (meaningful with `U`); when expecting, checked as given.
+    pub urgent: u16,
 }
 
 /// Wildcard for timestamp values in expectations.
@@ -90,10 +92,18 @@ pub fn seg(flags: &str) -> Seg {
         port: None,
         peer_port: None,
         any_options: false,
+        urgent: 0,
     }
 }
 
 impl Seg {
+    /// The urgent pointer field: with `U`, the offset from SEG.SEQ of the octet after the
+    /// urgent data (RFC 9293 §3.1).
+    pub fn urg(mut self, up: u16) -> Self {
+        self.urgent = up;
+        self
+    }
+
     pub fn seq(mut self, s: u32) -> Self {
         self.seq = Some(s);
         self
@@ -161,6 +171,8 @@ pub struct Sent {
     pub src_port: u16,
     pub dst_port: u16,
     pub payload: Vec<u8>,
+    /// The urgent pointer field.
+    pub urgent: u16,
 }
 
 impl fmt::Debug for Sent {
@@ -290,7 +302,7 @@ impl Script {
             ack: s.ack.map(|a| self.local_seq(a)).unwrap_or(0),
             flags: s.flags,
             window: s.win.unwrap_or(65535),
-            urgent: 0,
+            urgent: s.urgent,
             max_seg_size: s.mss,
             window_scale: s.ws,
             sack_permitted: s.sack_ok,
@@ -397,6 +409,7 @@ impl Script {
                 src_port: r.src_port,
                 dst_port: r.dst_port,
                 payload: r.payload.to_vec(),
+                urgent: r.urgent,
             };
             self.log.push(sent.clone());
             self.pending.push_back(sent);
@@ -485,6 +498,7 @@ fn check(ms: u64, want: &Seg, got: &Sent) {
         None => assert!(want.any_options, "an exact expectation must state the window (.win), {}", ctx()),
     }
     assert_eq!(want.len, got.len, "payload length: {}", ctx());
+    assert_eq!(want.urgent, got.urgent, "urgent pointer: {}", ctx());
     if want.any_options {
         return;
     }

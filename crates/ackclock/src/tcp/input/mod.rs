@@ -70,6 +70,9 @@ pub(crate) struct Segment {
     pub sack: SackBlocks,
     /// Payload bytes.
     pub len: u32,
+    /// The urgent pointer field: with URG, the offset from SEG.SEQ of the octet following
+    /// the urgent data (RFC 9293 §3.1, MUST-31).
+    pub up: u16,
     /// Sum of pseudo-header and TCP header (checksum field included).
     pub header_sum: u16,
 }
@@ -115,6 +118,7 @@ fn parse_segment(src: Ipv4Addr, dst: Ipv4Addr, data: &[u8]) -> crate::wire::Resu
             ts: repr.timestamps,
             sack: repr.sack_blocks,
             len: repr.payload.len() as u32,
+            up: repr.urgent,
             header_sum,
         },
         packet.header_len(),

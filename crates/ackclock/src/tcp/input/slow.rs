@@ -402,6 +402,11 @@ pub(crate) fn synchronized(
         _ => {}
     }
 
+    // Sixth: the URG bit. After the peer's FIN (CLOSE-WAIT and later) it cannot occur,
+    // and is ignored.
+    if f.contains(TcpFlags::URG) && tcb.state.can_receive() {
+        crate::tcp::urgent::urgent_pointer(env, tcb, seg);
+    }
     let o = text_and_fin(env, tcb, seg, payload, unverified);
     if o == Outcome::Keep {
         outcome
