@@ -281,6 +281,16 @@ impl Stack {
                 &mut self.tcp.counters,
             ),
             Some(Ingress::TooBig(msg)) => self.tcp.path_mtu(msg),
+            Some(Ingress::Unreachable(msg)) if msg.protocol == crate::wire::IpProtocol::TCP => {
+                self.tcp.unreachable(now, msg)
+            }
+            Some(Ingress::Unreachable(msg)) => {
+                if self.udp.icmp_error(msg) {
+                    self.tcp.counters.icmp_udp_errors += 1;
+                } else {
+                    self.tcp.counters.icmp_ignored += 1;
+                }
+            }
             None => {}
         }
     }

@@ -140,10 +140,21 @@ counters! {
         /// ICMP errors not sent because of the rate limit (Linux's `icmp_ratelimit`).
         icmp_rate_limited,
         /// ICMP messages received that the stack takes no action on: echo replies,
-        /// destination unreachables other than a Datagram Too Big for one of our TCP
-        /// segments, and well-formed types it has no use for (RFC 1122 §3.2.2: silently
-        /// discarded).
+        /// destination unreachables that quote nothing a connection or a connected UDP
+        /// socket has sent (RFC 5927 §4.1: not believed), and well-formed types it has no
+        /// use for (RFC 1122 §3.2.2: silently discarded).
         icmp_ignored,
+        /// Connection attempts (SYN-SENT) ended by a Destination Unreachable for their SYN,
+        /// as Linux ends them (RFC 5461 §4.1).
+        icmp_connect_aborts,
+        /// Destination Unreachables for a synchronized connection's segment in flight:
+        /// kept as a soft error (RFC 1122 §4.2.3.9; RFC 5927 §5.2 for the hard ones), and
+        /// reported if the connection then times out.
+        icmp_soft_errors,
+        /// Destination Unreachables with a hard error (port or protocol unreachable, and
+        /// the administrative ones) for a connected UDP socket's datagram: its next call
+        /// fails with the error, as on Linux.
+        icmp_udp_errors,
         /// Datagram Too Big messages (RFC 1191) that lowered a connection's segment size.
         pmtu_reductions,
         /// Datagram Too Big messages for a TCP segment that no connection has in flight

@@ -1,5 +1,6 @@
 //! ICMP at the interface: echo requests answered, a Datagram Too Big (RFC 1191) handed to
-//! TCP, everything else counted and ignored.
+//! TCP and any other Destination Unreachable quoting our TCP or UDP to the transport layer
+//! (RFC 1122 §3.2.2.1, §4.1.3.3, §4.2.3.9), everything else counted and ignored.
 
 use super::{Ingress, Interface};
 use crate::buf::{PBuf, Pool};
@@ -26,12 +27,59 @@ pub struct TooBig {
     pub mtu: u16,
 }
 
+/// An ICMP Destination Unreachable other than "fragmentation needed" that quotes a TCP
+/// segment or UDP datagram this host sent: which transport and socket pair it names, the
+/// quoted TCP segment's sequence number (for RFC 5927 §4.1's check), and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unreachable {
+    /// TCP or UDP.
+    pub protocol: IpProtocol,
+    /// The quoted datagram's source: our end.
+    pub local: SocketAddrV4,
+    /// The quoted datagram's destination: the peer.
+    pub remote: SocketAddrV4,
+    /// The quoted TCP segment's sequence number (0 for UDP).
+    pub seq: u32,
+    /// The message's code (RFC 792, RFC 1122 §3.2.2.1, RFC 1812 §5.2.7.1).
+    pub code: DstUnreachable,
+}
+
+/// What a Destination Unreachable says, as the error a socket reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnreachableError {
+    /// The network cannot be reached (Linux's ENETUNREACH).
+    Net,
+    /// The host cannot be reached, or the path is administratively closed (EHOSTUNREACH).
+    Host,
+    /// Nobody there: protocol or port unreachable (ECONNREFUSED).
+    Refused,
+}
+
+impl Unreachable {
+    /// The error the message's code stands for, and whether it is a hard error (Linux's
+    /// `icmp_err_convert`); `None` for codes past RFC 1812's 15 (ignored, as Linux).
+    pub fn error(&self) -> Option<(UnreachableError, bool)> {
+        use UnreachableError::{Host, Net, Refused};
+        Some(match self.code.0 {
+            0 | 11 => (Net, false),
+            1 | 5 | 12 => (Host, false),
+            2 | 3 => (Refused, true),
+            // Fragmentation needed: path MTU discovery's (`TooBig`); soft otherwise.
+            4 => (Host, false),
+            6 | 9 => (Net, true),
+            7 | 8 | 10 | 13..=15 => (Host, true),
+            _ => return None,
+        })
+    }
+}
+
 impl Interface {
     /// An ICMP message for us: an echo request is answered; a Datagram Too Big quoting a TCP
-    /// segment from us goes up as [`Ingress::TooBig`]. Everything else (echo replies, other
-    /// unreachables, unknown types) is ignored, counted as such (RFC 1122 §3.2.2: an unknown
-    /// type MUST be silently discarded); no other ICMP message changes any state, which
-    /// also keeps forged ones harmless (RFC 5927).
+    /// segment from us goes up as [`Ingress::TooBig`], any other Destination Unreachable
+    /// quoting a TCP segment or UDP datagram from us as [`Ingress::Unreachable`] (TCP and
+    /// UDP believe it only for what they have in flight or are connected to, RFC 5927).
+    /// Everything else (echo replies, time exceeded, unknown types) is ignored, counted as
+    /// such (RFC 1122 §3.2.2: an unknown type MUST be silently discarded).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn icmp_ingress(
         &mut self,
@@ -56,6 +104,14 @@ impl Interface {
                     counters.icmp_ignored += 1;
                 }
                 return too_big.map(Ingress::TooBig);
+            }
+            Ok(Icmpv4Repr::DstUnreachable { reason, header, .. }) => {
+                let quoted = self.quoted(header).filter(|q| q.0 == IpProtocol::TCP || q.0 == IpProtocol::UDP);
+                let Some((protocol, local, remote, seq)) = quoted else {
+                    counters.icmp_ignored += 1;
+                    return None;
+                };
+                return Some(Ingress::Unreachable(Unreachable { protocol, local, remote, seq, code: reason }));
             }
             Ok(_) | Err(crate::wire::Error::Unsupported) => {
                 counters.icmp_ignored += 1;
@@ -83,24 +139,29 @@ impl Interface {
         None
     }
 
-    /// The connection a Datagram Too Big names: its quote (an IPv4 header and 8 bytes,
-    /// checked by the parser) must be a TCP segment from one of our addresses, not a
-    /// fragment beyond the first.
+    /// The connection a Datagram Too Big names: its quote must be a TCP segment of ours.
     fn too_big(&self, mtu: u16, quote: &[u8]) -> Option<TooBig> {
+        match self.quoted(quote)? {
+            (IpProtocol::TCP, local, remote, seq) => Some(TooBig { local, remote, seq, mtu }),
+            _ => None,
+        }
+    }
+
+    /// What an ICMP error's quote (an IPv4 header and 8 bytes, checked by the parser) names
+    /// if it is a datagram from one of our addresses and not a fragment beyond the first:
+    /// its protocol, source and destination ports with the addresses, and the TCP
+    /// sequence number in its bytes 4 to 8 (for UDP, its length and checksum: unused).
+    fn quoted(&self, quote: &[u8]) -> Option<(IpProtocol, SocketAddrV4, SocketAddrV4, u32)> {
         let ip = Ipv4Packet::new_unchecked(quote);
         let (local, remote) = (ip.src_addr(), ip.dst_addr());
         let ours = local == self.config.addr || self.takes_tcp_for(local);
-        if ip.protocol() != IpProtocol::TCP || !ours || ip.frag_offset() != 0 {
+        let l4 = quote.get(ip.header_len()..)?.first_chunk::<8>()?;
+        if !ours || ip.frag_offset() != 0 {
             return None;
         }
-        let tcp = &quote[ip.header_len()..];
-        let port = |i: usize| u16::from_be_bytes([tcp[i], tcp[i + 1]]);
-        Some(TooBig {
-            local: SocketAddrV4::new(local, port(0)),
-            remote: SocketAddrV4::new(remote, port(2)),
-            seq: u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
-            mtu,
-        })
+        let port = |i: usize| u16::from_be_bytes([l4[i], l4[i + 1]]);
+        let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
+        Some((ip.protocol(), SocketAddrV4::new(local, port(0)), SocketAddrV4::new(remote, port(2)), seq))
     }
 
     /// Build `msg` in a fresh buffer and send it from `src` to `dst` (the echo reply here,

@@ -14,7 +14,7 @@ pub mod arp;
 mod icmp;
 mod prebuilt;
 
-pub use icmp::TooBig;
+pub use icmp::{TooBig, Unreachable, UnreachableError};
 pub use prebuilt::Prebuilt;
 
 pub use arp::{ArpCache, ArpConfig, CachedHop};
@@ -103,6 +103,9 @@ pub enum Ingress {
     /// An ICMP Datagram Too Big quoting one of our TCP segments (path MTU discovery,
     /// RFC 1191).
     TooBig(TooBig),
+    /// Any other ICMP Destination Unreachable quoting one of our TCP segments or UDP
+    /// datagrams.
+    Unreachable(Unreachable),
 }
 
 /// Where the TCP segment of a frame that passed [`Interface::common_tcp`] starts: after an

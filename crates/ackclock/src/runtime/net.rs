@@ -34,6 +34,7 @@ pub(super) fn io_error(e: Error) -> io::Error {
         // EMSGSIZE has no kind of its own in std.
         Error::MessageTooLong => ErrorKind::InvalidInput,
         Error::Unreachable => ErrorKind::NetworkUnreachable,
+        Error::HostUnreachable => ErrorKind::HostUnreachable,
     };
     io::Error::new(kind, e)
 }

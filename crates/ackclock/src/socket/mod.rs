@@ -44,8 +44,12 @@ pub enum Error {
     InvalidArgument,
     /// A datagram larger than the link MTU allows (there is no fragmentation).
     MessageTooLong,
-    /// No route to the destination: off the link, with no gateway.
+    /// No route to the destination: off the link, with no gateway; or a router said the
+    /// network cannot be reached (ICMP).
     Unreachable,
+    /// A router said the host cannot be reached, or that the path is administratively
+    /// closed (ICMP Destination Unreachable).
+    HostUnreachable,
 }
 
 impl fmt::Display for Error {
@@ -63,6 +67,7 @@ impl fmt::Display for Error {
             Error::InvalidArgument => "invalid argument",
             Error::MessageTooLong => "message too long",
             Error::Unreachable => "network unreachable",
+            Error::HostUnreachable => "no route to host",
         })
     }
 }
@@ -75,6 +80,8 @@ impl From<ConnError> for Error {
             ConnError::Refused => Error::Refused,
             ConnError::Reset => Error::Reset,
             ConnError::TimedOut => Error::TimedOut,
+            ConnError::NetUnreachable => Error::Unreachable,
+            ConnError::HostUnreachable => Error::HostUnreachable,
         }
     }
 }

@@ -17,6 +17,8 @@ impl From<UdpError> for Error {
             UdpError::Unreachable => Error::Unreachable,
             UdpError::WouldBlock => Error::WouldBlock,
             UdpError::NotConnected => Error::NotConnected,
+            UdpError::Refused => Error::Refused,
+            UdpError::HostUnreachable => Error::HostUnreachable,
         }
     }
 }
@@ -98,9 +100,10 @@ impl Stack {
         Ok(self.udp.recv(h, buf, &mut self.tcp.counters)?)
     }
 
-    /// Whether datagrams are queued (one may still fail its checksum when read).
+    /// Whether datagrams are queued (one may still fail its checksum when read), or an ICMP
+    /// error waits for the next call (which it fails).
     pub fn udp_readable(&self, h: UdpHandle) -> Result<bool, Error> {
-        Ok(self.udp.queued(h)? > 0)
+        Ok(self.udp.queued(h)? > 0 || self.udp.error_pending(h)?)
     }
 
     /// The address the socket is bound to.

@@ -3,9 +3,9 @@
 //! (the connection table, as `in_pcb.c`), `usrreq` (the protocol side of the user requests,
 //! as `tcp_usrreq.c`), plus the connection control block (`tcb`), the RTO estimator
 //! ([`rtt`]), the out-of-order queue (`reasm`), sequence numbers ([`seq`]), SYN cookies
-//! (`syncookie`), compact TIME-WAIT (`timewait`), the timing wheel (`wheel`), the idle sweep
-//! that gives drained queues' storage back (`reclaim`), urgent data (`urgent`) and congestion
-//! control ([`cc`]).
+//! (`syncookie`), ICMP errors for a connection (`pmtu`, `icmp`), compact TIME-WAIT
+//! (`timewait`), the timing wheel (`wheel`), the idle sweep that gives drained queues'
+//! storage back (`reclaim`), urgent data (`urgent`) and congestion control ([`cc`]).
 //!
 //! This module owns every connection of a stack. Lookups go through a one-entry last-hit
 //! cache (BSD's `tcp_last_inpcb`), then a keyed hash of the 4-tuple; listeners are found by
@@ -35,6 +35,7 @@ pub(crate) mod env;
 mod fastout;
 pub(crate) mod hash;
 pub(crate) mod header;
+mod icmp;
 pub(crate) mod input;
 pub(crate) mod isn;
 pub(crate) mod lro;

@@ -254,6 +254,7 @@ impl Tcp {
             probes_out: 0,
             last_oow_ack: None,
             last_rcv: now,
+            soft_error: None,
             cc: opts.congestion.build(eff as u32, self.config.initial_window),
             inflation: 0,
             dupacks: 0,

@@ -327,6 +327,12 @@ pub enum ConnError {
     Reset,
     /// Retransmissions, SYN retries, keep-alive probes or the user timeout ran out.
     TimedOut,
+    /// An ICMP Destination Unreachable said the network cannot be reached (codes 0, 6, 9,
+    /// 11: Linux's ENETUNREACH).
+    NetUnreachable,
+    /// An ICMP Destination Unreachable said the host cannot be reached, or that the path
+    /// is administratively closed (codes 1, 5, 7, 8, 10, 12 to 15: Linux's EHOSTUNREACH).
+    HostUnreachable,
 }
 
 /// The transmission control block.
@@ -408,6 +414,10 @@ pub(crate) struct Tcb {
     pub last_oow_ack: Option<Instant>,
     /// Last time a segment arrived (keep-alive idle time).
     pub last_rcv: Instant,
+    /// The last ICMP error a segment of ours drew while synchronized, and when (a soft
+    /// error, RFC 1122 §4.2.3.9): the connection goes on, and if it times out with nothing
+    /// received since, this is the error reported (Linux's `sk_err_soft`).
+    pub soft_error: Option<(ConnError, Instant)>,
 
     // The ack clock: congestion control and loss recovery.
     pub cc: Box<dyn CongestionControl>,

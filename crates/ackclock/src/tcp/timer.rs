@@ -52,13 +52,16 @@ pub(crate) fn expire(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     Outcome::Keep
 }
 
-/// Abort with `TimedOut`: nothing is sent (as Linux), the application sees the error.
+/// Abort with `TimedOut`: nothing is sent (as Linux), the application sees the error; or,
+/// if a segment of ours drew an ICMP error since the peer was last heard from, that error
+/// (Linux `tcp_write_err`: `sk_err_soft` before ETIMEDOUT).
 fn time_out(env: &mut Env, tcb: &mut Tcb) -> Outcome {
     if matches!(tcb.state, State::SynSent) {
         env.counters.failed_opens += 1;
     }
     env.counters.timeouts += 1;
-    tcb.error = Some(ConnError::TimedOut);
+    let soft = tcb.soft_error.filter(|&(_, at)| at >= tcb.last_rcv).map(|(e, _)| e);
+    tcb.error = Some(soft.unwrap_or(ConnError::TimedOut));
     tcb.state = State::Closed;
     Outcome::Delete
 }

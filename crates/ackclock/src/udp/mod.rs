@@ -89,6 +89,12 @@ pub enum UdpError {
     WouldBlock,
     /// The socket is not connected: no peer to name, no address to send to.
     NotConnected,
+    /// An ICMP port (or protocol) unreachable answered a datagram sent on this connected
+    /// socket: nobody listens at the peer (Linux's ECONNREFUSED).
+    Refused,
+    /// An ICMP Destination Unreachable with a hard error other than the port's answered a
+    /// datagram sent on this connected socket.
+    HostUnreachable,
 }
 
 /// A socket's slot index and generation (a stale handle is detected, never aliased).
@@ -130,6 +136,9 @@ struct Socket {
     any: bool,
     /// The peer it is connected to: only its datagrams are taken.
     peer: Option<SocketAddrV4>,
+    /// An ICMP error for a datagram sent to `peer`, reported once by the next call (Linux's
+    /// `sk_err`).
+    error: Option<UdpError>,
     queue: VecDeque<Datagram>,
     queued: usize,
 }
@@ -230,6 +239,7 @@ impl Udp {
             local: SocketAddrV4::new(key.0, port),
             any: false,
             peer: None,
+            error: None,
             queue: VecDeque::new(),
             queued: 0,
         })?;
@@ -249,6 +259,7 @@ impl Udp {
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
             any: true,
             peer: None,
+            error: None,
             queue: VecDeque::new(),
             queued: 0,
         })?;
@@ -343,6 +354,31 @@ impl Udp {
     /// Datagrams queued (some may still fail their checksum when read).
     pub fn queued(&self, h: UdpHandle) -> Result<usize, UdpError> {
         Ok(self.socket(h)?.queue.len())
+    }
+
+    /// Whether an ICMP error waits to be reported by the next call.
+    pub fn error_pending(&self, h: UdpHandle) -> Result<bool, UdpError> {
+        Ok(self.socket(h)?.error.is_some())
+    }
+
+    /// An ICMP Destination Unreachable quoting a datagram we sent. As Linux without
+    /// `IP_RECVERR` (`__udp4_lib_err`): only a socket connected to the quoted destination
+    /// hears of it, and only of a hard error (RFC 1122 §4.1.3.3 asks that UDP pass ICMP
+    /// errors up; an unconnected socket could not tell which of its peers one concerns):
+    /// its next receive or send fails with it, once. Returns whether a socket took it.
+    pub(crate) fn icmp_error(&mut self, msg: crate::iface::Unreachable) -> bool {
+        let Some((err, true)) = msg.error() else { return false };
+        let Some(&idx) = self.binds.get(&(*msg.local.ip(), msg.local.port())) else { return false };
+        let Some(s) = self.slots.get_mut(idx as usize).and_then(|s| s.socket.as_mut()) else { return false };
+        if s.peer != Some(msg.remote) {
+            return false;
+        }
+        s.error = Some(match err {
+            crate::iface::UnreachableError::Net => UdpError::Unreachable,
+            crate::iface::UnreachableError::Host => UdpError::HostUnreachable,
+            crate::iface::UnreachableError::Refused => UdpError::Refused,
+        });
+        true
     }
 
     /// A received datagram (its view the UDP header and what follows, up to the IP total
@@ -472,6 +508,9 @@ impl Udp {
     /// the next is tried.
     pub fn recv(&mut self, h: UdpHandle, buf: &mut [u8], counters: &mut Counters) -> Result<Received, UdpError> {
         let s = self.socket_mut(h)?;
+        if let Some(e) = s.error.take() {
+            return Err(e);
+        }
         while let Some(d) = s.queue.pop_front() {
             s.queued -= d.buf.len() + DATAGRAM_OVERHEAD;
             let data = d.buf.data();
@@ -514,6 +553,9 @@ impl Udp {
         tx: &mut Batch,
         counters: &mut Counters,
     ) -> Result<usize, UdpError> {
+        if let Some(e) = self.socket_mut(h)?.error.take() {
+            return Err(e);
+        }
         let s = self.socket(h)?;
         let own =
             SocketAddrV4::new(if s.local.ip().is_unspecified() { iface.addr() } else { *s.local.ip() }, s.local.port());

@@ -1,0 +1,77 @@
+//! ICMP Destination Unreachable for a connection (RFC 1122 §4.2.3.9, RFC 5461, RFC 5927),
+//! as Linux's `tcp_v4_err` takes it; "fragmentation needed" is path MTU discovery's
+//! (`pmtu`).
+//!
+//! A message is anyone's to forge, so it is believed only if the segment it quotes is one
+//! the connection has in flight (RFC 5927 §4.1): at or above SND.UNA, below SND.MAX.
+//! Then:
+//! - A connection attempt (SYN-SENT, or an active open in SYN-RECEIVED) ends at once with
+//!   the error, whatever the code: RFC 1122 calls network and host unreachable soft errors,
+//!   but RFC 5461 §4.1 records that stacks abort connection establishment on them, and
+//!   Linux does, so a connect to an unreachable host fails in one round trip instead of
+//!   after every SYN retry.
+//! - A passive open's SYN-RECEIVED is forgotten on a hard error (the application never saw
+//!   it; Linux `tcp_req_err`), and kept on a soft one.
+//! - A synchronized connection goes on (RFC 1122: soft errors MUST NOT abort it; RFC 5927
+//!   §5.2: hard errors are taken as soft ones there, against blind resets): the error is
+//!   kept, and reported instead of `TimedOut` if the connection times out with nothing
+//!   heard from the peer since (Linux `sk_err_soft`).
+//!
+//! Not done: RFC 6069's revert of the RTO backoff on a network or host unreachable.
+
+use super::tcb::{ConnError, FourTuple, State};
+use super::trace;
+use super::Tcp;
+use crate::iface::{Unreachable, UnreachableError};
+use crate::time::Instant;
+
+impl Tcp {
+    /// A Destination Unreachable quoting a TCP segment of ours (see the module).
+    pub(crate) fn unreachable(&mut self, now: Instant, msg: Unreachable) {
+        let tuple = FourTuple {
+            local_addr: *msg.local.ip(),
+            local_port: msg.local.port(),
+            remote_addr: *msg.remote.ip(),
+            remote_port: msg.remote.port(),
+        };
+        let found = self.table.get(&tuple).copied();
+        let (Some(idx), Some((kind, hard))) = (found, msg.error()) else {
+            self.counters.icmp_ignored += 1;
+            return;
+        };
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else { return };
+        let seq = super::seq::SeqNumber(msg.seq);
+        if !(tcb.snd_una <= seq && seq < tcb.snd_max) {
+            self.counters.icmp_ignored += 1;
+            return;
+        }
+        let err = match kind {
+            UnreachableError::Net => ConnError::NetUnreachable,
+            UnreachableError::Host => ConnError::HostUnreachable,
+            UnreachableError::Refused => ConnError::Refused,
+        };
+        let passive = tcb.listener.is_some();
+        match tcb.state {
+            State::SynSent | State::SynReceived if !passive => {
+                self.counters.icmp_connect_aborts += 1;
+                self.counters.failed_opens += 1;
+                tcb.error = Some(err);
+                tcb.state = State::Closed;
+                self.trace.event(now, tcb, trace::Event::State(State::Closed));
+                self.events.mark(idx);
+                self.retire(idx);
+            }
+            State::SynReceived if hard => {
+                self.counters.icmp_connect_aborts += 1;
+                self.counters.failed_opens += 1;
+                tcb.state = State::Closed;
+                self.retire(idx);
+            }
+            State::Closed | State::Listen | State::TimeWait => self.counters.icmp_ignored += 1,
+            _ => {
+                self.counters.icmp_soft_errors += 1;
+                tcb.soft_error = Some((err, now));
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! ICMP Destination Unreachable for our own TCP segments and UDP datagrams (RFC 1122
+//! §3.2.2.1, §4.1.3.3, §4.2.3.9; RFC 5461; RFC 5927 §4.1), as Linux's `tcp_v4_err` and
+//! `__udp4_lib_err` take them: a connection attempt ends at once, a synchronized connection
+//! keeps the error for its timeout, a connected UDP socket's next call fails with it, and a
+//! message quoting nothing in flight changes nothing. Packet level: the stack at LOCAL/24,
+//! the peer and a router on the link. Before, every such message was counted as ignored:
+//! a connect to an unreachable host waited out its SYN retries (over two minutes).
+
+mod common;
+
+use ackclock::udp::UdpHandle;
+use ackclock::wire::{
+    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
+};
+use ackclock::{Error, TcpHandle};
+use common::script::*;
+use core::net::{Ipv4Addr, SocketAddrV4};
+
+const ROUTER: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 254);
+const ROUTER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0xfe]);
+/// The stack's MAC (`InterfaceConfig::new` derives it from LOCAL).
+const US_MAC: EthernetAddress = EthernetAddress([0x02, 0xac, 192, 168, 0, 1]);
+/// A port the peer serves on.
+const PORT: u16 = 80;
+
+/// The router's Destination Unreachable with `code`, quoting a `protocol` datagram from
+/// `src` to `dst` whose transport header starts with the ports and then `word` (a TCP
+/// sequence number; for UDP its length and checksum).
+fn unreachable(code: u8, protocol: IpProtocol, src: SocketAddrV4, dst: SocketAddrV4, word: u32) -> Vec<u8> {
+    let mut quote = vec![0u8; 28];
+    Ipv4Repr::new(*src.ip(), *dst.ip(), protocol, 20 + 40).emit(&mut Ipv4Packet::new_unchecked(&mut quote[..20]), true);
+    quote[20..22].copy_from_slice(&src.port().to_be_bytes());
+    quote[22..24].copy_from_slice(&dst.port().to_be_bytes());
+    quote[24..28].copy_from_slice(&word.to_be_bytes());
+    let mut icmp = vec![3, code, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&quote);
+    let sum = !checksum::sum(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut f = vec![0u8; 14 + 20 + icmp.len()];
+    EthernetRepr { src_addr: ROUTER_MAC, dst_addr: US_MAC, ethertype: EtherType::IPV4, vlan_id: None }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..14]));
+    Ipv4Repr::new(ROUTER, LOCAL, IpProtocol::ICMP, icmp.len())
+        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
+    f[34..].copy_from_slice(&icmp);
+    f
+}
+
+/// A connect to PEER:80 with its SYN taken: the handle, our port and our ISS.
+fn connecting() -> (Script, TcpHandle, u16, u32) {
+    let mut t = Script::new(tcp_config());
+    let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, PORT)).unwrap();
+    let syn = t.expect(0, seg("S").seq(0).any_options());
+    let iss = t.local_seq(0);
+    (t, c, syn.src_port, iss)
+}
+
+fn ours(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(LOCAL, port)
+}
+
+fn theirs() -> SocketAddrV4 {
+    SocketAddrV4::new(PEER, PORT)
+}
+
+/// RFC 5461 §4.1 (and Linux `tcp_v4_err`, SYN-SENT): a Destination Unreachable for our SYN
+/// ends the attempt at once with the error it stands for; nothing more is sent. Port
+/// unreachable is a refusal, host unreachable "no route to host", network unreachable its
+/// own.
+#[test]
+fn rfc5461_4_1_a_connect_ends_at_the_first_unreachable_for_its_syn() {
+    for (code, want) in
+        [(1, Error::HostUnreachable), (3, Error::Refused), (0, Error::Unreachable), (13, Error::HostUnreachable)]
+    {
+        let (mut t, c, port, iss) = connecting();
+        t.at(5);
+        t.inject_raw(&unreachable(code, IpProtocol::TCP, ours(port), theirs(), iss));
+        let r = t.stack.tcp_readiness(c).unwrap();
+        assert_eq!((r.error, r.closed), (Some(want), true), "code {code}");
+        assert_eq!(t.stack.tcp_send(c, b"x"), Err(want), "code {code}");
+        let k = t.stack.counters();
+        assert_eq!((k.icmp_connect_aborts, k.failed_opens, k.icmp_ignored), (1, 1, 0), "code {code}");
+        assert!(t.run_to(5000).is_empty(), "no SYN retry after the abort (code {code})");
+    }
+}
+
+/// RFC 5927 §4.1: the quoted segment must be one in flight. A message quoting another
+/// sequence number (a blind forgery), another port, or a code past RFC 1812's 15 changes
+/// nothing: the SYN is retried as before.
+#[test]
+fn rfc5927_4_1_an_unreachable_quoting_nothing_in_flight_is_ignored() {
+    let (mut t, c, port, iss) = connecting();
+    t.at(5);
+    t.inject_raw(&unreachable(1, IpProtocol::TCP, ours(port), theirs(), iss.wrapping_add(1000)));
+    t.inject_raw(&unreachable(1, IpProtocol::TCP, ours(port.wrapping_add(1)), theirs(), iss));
+    t.inject_raw(&unreachable(16, IpProtocol::TCP, ours(port), theirs(), iss));
+    assert_eq!(t.stack.tcp_readiness(c).unwrap().error, None);
+    assert_eq!(t.stack.counters().icmp_ignored, 3);
+    t.expect(1000, seg("S").seq(0).any_options());
+}
+
+/// An established connection.
+fn established() -> (Script, TcpHandle, u16) {
+    let (mut t, c, port, _) = connecting();
+    t.inject(1, seg("S.").seq(PEER_ISS).ack(1).win(65535).mss(1460).port(port).peer_port(PORT));
+    t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).any_options());
+    (t, c, port)
+}
+
+/// RFC 1122 §4.2.3.9: network and host unreachable are soft errors, and "TCP MUST NOT abort
+/// the connection"; RFC 5927 §5.2 takes the hard ones as soft too once synchronized. The
+/// connection goes on; when its retransmissions run out with nothing heard from the peer
+/// since, the error reported is the router's, not `TimedOut` (Linux `sk_err_soft`).
+#[test]
+fn rfc1122_4_2_3_9_an_established_connection_keeps_the_error_for_its_timeout() {
+    let (mut t, c, port) = established();
+    t.stack.tcp_send(c, &[5u8; 100]).unwrap();
+    t.expect(2, seg("P.").seq(1).ack(PEER_ISS + 1).len(100).any_options());
+    t.at(3);
+    t.inject_raw(&unreachable(3, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
+    assert_eq!(t.stack.tcp_readiness(c).unwrap().error, None, "not aborted");
+    assert_eq!(t.stack.counters().icmp_soft_errors, 1);
+    // The retransmission timer runs on: it retransmits, and gives up in the end.
+    t.expect(1003, seg("P.").seq(1).ack(PEER_ISS + 1).len(100).any_options());
+    t.run_to(20 * 60 * 1000);
+    assert_eq!(t.stack.tcp_readiness(c).unwrap().error, Some(Error::Refused));
+}
+
+/// The soft error is forgotten once the peer is heard from again: a later timeout is a
+/// plain `TimedOut` (Linux clears `sk_err_soft` on an acceptable ACK).
+#[test]
+fn rfc1122_4_2_3_9_a_soft_error_older_than_the_last_segment_received_is_not_reported() {
+    let (mut t, c, port) = established();
+    t.stack.tcp_send(c, &[5u8; 100]).unwrap();
+    t.expect(2, seg("P.").seq(1).ack(PEER_ISS + 1).len(100).any_options());
+    t.at(3);
+    t.inject_raw(&unreachable(1, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
+    t.inject(4, seg(".").seq(PEER_ISS + 1).ack(101).win(65535).port(port).peer_port(PORT));
+    t.stack.tcp_send(c, &[6u8; 100]).unwrap();
+    t.run_to(20 * 60 * 1000);
+    assert_eq!(t.stack.tcp_readiness(c).unwrap().error, Some(Error::TimedOut));
+}
+
+fn udp_connected(t: &mut Script) -> UdpHandle {
+    let s = t.stack.udp_bind(ours(5000)).unwrap();
+    t.stack.udp_connect(s, SocketAddrV4::new(PEER, 53)).unwrap();
+    assert_eq!(t.stack.udp_send(s, b"query"), Ok(5));
+    s
+}
+
+/// RFC 1122 §4.1.3.3 (UDP MUST pass ICMP errors to the application), as Linux without
+/// `IP_RECVERR`: a port unreachable for a connected socket's datagram makes its next call
+/// fail with `Refused`, once; the socket reads as ready so that a blocked reader wakes.
+#[test]
+fn rfc1122_4_1_3_3_a_connected_udp_socket_hears_of_port_unreachable_once() {
+    let mut t = Script::new(tcp_config());
+    let s = udp_connected(&mut t);
+    t.discard();
+    t.inject_raw(&unreachable(3, IpProtocol::UDP, ours(5000), SocketAddrV4::new(PEER, 53), 0));
+    assert_eq!(t.stack.udp_readable(s), Ok(true));
+    let mut buf = [0u8; 64];
+    assert_eq!(t.stack.udp_recv_from(s, &mut buf), Err(Error::Refused));
+    assert_eq!(t.stack.udp_recv_from(s, &mut buf), Err(Error::WouldBlock), "reported once");
+    assert_eq!(t.stack.udp_readable(s), Ok(false));
+    assert_eq!(t.stack.counters().icmp_udp_errors, 1);
+    // The next one fails a send instead.
+    t.inject_raw(&unreachable(10, IpProtocol::UDP, ours(5000), SocketAddrV4::new(PEER, 53), 0));
+    assert_eq!(t.stack.udp_send(s, b"again"), Err(Error::HostUnreachable));
+    assert_eq!(t.stack.udp_send(s, b"again"), Ok(5));
+}
+
+/// Linux `__udp4_lib_err`: soft errors (network or host unreachable) are not reported to a
+/// UDP socket, nor is any error to a socket that is not connected to the quoted
+/// destination (it could not tell which peer the error concerns).
+#[test]
+fn udp_soft_errors_and_unconnected_sockets_hear_nothing() {
+    let mut t = Script::new(tcp_config());
+    let s = udp_connected(&mut t);
+    let u = t.stack.udp_bind(ours(6000)).unwrap();
+    assert_eq!(t.stack.udp_send_to(u, b"hello", SocketAddrV4::new(PEER, 53)), Ok(5));
+    t.discard();
+    t.inject_raw(&unreachable(1, IpProtocol::UDP, ours(5000), SocketAddrV4::new(PEER, 53), 0));
+    t.inject_raw(&unreachable(3, IpProtocol::UDP, ours(5000), SocketAddrV4::new(PEER, 54), 0));
+    t.inject_raw(&unreachable(3, IpProtocol::UDP, ours(6000), SocketAddrV4::new(PEER, 53), 0));
+    assert_eq!(t.stack.udp_readable(s), Ok(false));
+    assert_eq!(t.stack.udp_readable(u), Ok(false));
+    let k = t.stack.counters();
+    assert_eq!((k.icmp_udp_errors, k.icmp_ignored), (0, 3));
+}
