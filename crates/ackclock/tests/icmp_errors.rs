@@ -9,17 +9,11 @@
 mod common;
 
 use ackclock::udp::UdpHandle;
-use ackclock::wire::{
-    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
-};
+use ackclock::wire::{IpProtocol, Ipv4Packet, Ipv4Repr};
 use ackclock::{Error, TcpHandle};
 use common::script::*;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::SocketAddrV4;
 
-const ROUTER: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 254);
-const ROUTER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0xfe]);
-/// The stack's MAC (`InterfaceConfig::new` derives it from LOCAL).
-const US_MAC: EthernetAddress = EthernetAddress([0x02, 0xac, 192, 168, 0, 1]);
 /// A port the peer serves on.
 const PORT: u16 = 80;
 
@@ -34,15 +28,7 @@ fn unreachable(code: u8, protocol: IpProtocol, src: SocketAddrV4, dst: SocketAdd
     quote[24..28].copy_from_slice(&word.to_be_bytes());
     let mut icmp = vec![3, code, 0, 0, 0, 0, 0, 0];
     icmp.extend_from_slice(&quote);
-    let sum = !checksum::sum(&icmp);
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    let mut f = vec![0u8; 14 + 20 + icmp.len()];
-    EthernetRepr { src_addr: ROUTER_MAC, dst_addr: US_MAC, ethertype: EtherType::IPV4, vlan_id: None }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..14]));
-    Ipv4Repr::new(ROUTER, LOCAL, IpProtocol::ICMP, icmp.len())
-        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
-    f[34..].copy_from_slice(&icmp);
-    f
+    icmp_from_router(icmp)
 }
 
 /// A connect to PEER:80 with its SYN taken: the handle, our port and our ISS.

@@ -6,18 +6,12 @@
 
 mod common;
 
-use ackclock::wire::{
-    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
-};
+use ackclock::wire::{checksum, IpProtocol, Ipv4Packet, Ipv4Repr};
 use ackclock::TcpHandle;
 use common::script::*;
 use core::net::{Ipv4Addr, SocketAddrV4};
 
 const WIN: u16 = 65535;
-const ROUTER: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 254);
-const ROUTER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0xfe]);
-/// The stack's MAC (`InterfaceConfig::new` derives it from LOCAL).
-const US_MAC: EthernetAddress = EthernetAddress([0x02, 0xac, 192, 168, 0, 1]);
 
 /// An accepted connection on port 8080 with `n` bytes written and their segments taken.
 fn sending(n: usize) -> (Script, TcpHandle) {
@@ -39,15 +33,7 @@ fn too_big(t: &Script, src: Ipv4Addr, rel: u32, mtu: u16) -> Vec<u8> {
     let mut icmp = vec![3, 4, 0, 0, 0, 0];
     icmp.extend_from_slice(&mtu.to_be_bytes());
     icmp.extend_from_slice(&quote);
-    let sum = !checksum::sum(&icmp);
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    let mut f = vec![0u8; 14 + 20 + icmp.len()];
-    EthernetRepr { src_addr: ROUTER_MAC, dst_addr: US_MAC, ethertype: EtherType::IPV4, vlan_id: None }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..14]));
-    Ipv4Repr::new(ROUTER, LOCAL, IpProtocol::ICMP, icmp.len())
-        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
-    f[34..].copy_from_slice(&icmp);
-    f
+    icmp_from_router(icmp)
 }
 
 /// RFC 1191 §6.1: "the TCP layer [...] must use the new PMTU value" once a Datagram Too Big

@@ -530,3 +530,24 @@ impl Script {
         self.pending.drain(..).collect()
     }
 }
+
+/// A router on the link (for ICMP errors about our own packets).
+pub const ROUTER: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 254);
+pub const ROUTER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0xfe]);
+/// The stack's MAC (`InterfaceConfig::new` derives it from LOCAL).
+pub const LOCAL_MAC: EthernetAddress = EthernetAddress([0x02, 0xac, 192, 168, 0, 1]);
+
+/// A frame from ROUTER to LOCAL carrying the ICMP message `icmp` (type, code, a zero
+/// checksum, the rest), its checksum filled in.
+pub fn icmp_from_router(mut icmp: Vec<u8>) -> Vec<u8> {
+    icmp[2..4].fill(0);
+    let sum = !ackclock::wire::checksum::sum(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut f = vec![0u8; 14 + 20 + icmp.len()];
+    EthernetRepr { src_addr: ROUTER_MAC, dst_addr: LOCAL_MAC, ethertype: EtherType::IPV4, vlan_id: None }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..14]));
+    Ipv4Repr::new(ROUTER, LOCAL, IpProtocol::ICMP, icmp.len())
+        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
+    f[34..].copy_from_slice(&icmp);
+    f
+}
