@@ -1,9 +1,10 @@
 //! UDP on a TAP against the Linux kernel: a runtime `UdpSocket` echoes datagrams for a
 //! Python client in a network namespace the test creates and removes, and a datagram to a
 //! closed port comes back to the kernel as ICMP port unreachable, which Linux reports to a
-//! connected UDP socket as ConnectionRefused. Both TAP modes.
+//! connected UDP socket as ConnectionRefused. Both TAP modes. And the other way: the
+//! kernel's ICMP errors for the stack's packets reach the runtime's sockets.
 //!
-//! Needs root, /dev/net/tun and python3: without them each test prints why and passes as
+//! Needs root, /dev/net/tun, python3 and nft: without them each test prints why and passes as
 //! skipped. Every wait is bounded.
 #![cfg(target_os = "linux")]
 
@@ -96,4 +97,68 @@ fn udp_echo_and_port_unreachable_plain() {
 #[test]
 fn udp_echo_and_port_unreachable_offload() {
     udp_echo(TapMode::Offload)
+}
+
+/// ICMP errors from the Linux kernel for the stack's own packets, through the runtime (RFC
+/// 1122 §4.1.3.3, §4.2.3.9): a connected `UdpSocket`'s datagram to a closed port draws
+/// Linux's port unreachable, and its next receive fails with ConnectionRefused; a
+/// `TcpStream::connect` whose SYN an nftables rule rejects with host unreachable fails at
+/// once with HostUnreachable, not after its SYN retries.
+#[test]
+fn kernel_icmp_errors_reach_runtime_sockets() {
+    use ackclock::runtime::TcpStream;
+    use std::io::ErrorKind;
+    use std::time::{Duration, Instant as StdInstant};
+    if skip(&["nft"]) {
+        return;
+    }
+    let mut ns = NetNs::new();
+    let config = TapConfig { mode: TapMode::Plain, mtu: 1500 };
+    let pool = Pool::new(Tap::pool_config(&config, 256)).unwrap();
+    let tap_name = ns.tap_name().to_string();
+    ns.adopt(&tap_name);
+    let tap = Tap::open(&tap_name, config, pool).expect("open TAP");
+    ns.take_link(&tap_name, HOST_CIDR);
+    for r in [
+        &["add", "table", "inet", "icmp_test"][..],
+        &["add", "chain", "inet", "icmp_test", "in", "{ type filter hook input priority 0; }"],
+        &[
+            "add",
+            "rule",
+            "inet",
+            "icmp_test",
+            "in",
+            "tcp",
+            "dport",
+            "9",
+            "reject",
+            "with",
+            "icmp",
+            "type",
+            "host-unreachable",
+        ],
+    ] {
+        let o = ns.command(10, "nft").args(r).output().expect("run nft");
+        assert!(o.status.success(), "nft {}: {}", r.join(" "), String::from_utf8_lossy(&o.stderr));
+    }
+    let stack =
+        Stack::new(StackConfig::new(InterfaceConfig::new(STACK_ADDR, 24)), tap.capabilities(), Instant::ZERO).unwrap();
+    let mut rt = Runtime::new(stack, tap).expect("runtime");
+    let host = Ipv4Addr::new(10, 77, 0, 1);
+
+    let socket = UdpSocket::bind(&rt, SocketAddrV4::new(STACK_ADDR, 0)).expect("bind");
+    socket.connect(SocketAddrV4::new(host, 9)).expect("connect");
+    socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    socket.send(b"anyone?").expect("send");
+    let mut buf = [0u8; 16];
+    let e = socket.recv(&mut buf).expect_err("a port unreachable");
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
+
+    let start = StdInstant::now();
+    let e = TcpStream::connect_timeout(&rt, SocketAddrV4::new(host, 9), Duration::from_secs(10)).expect_err("rejected");
+    assert_eq!(e.kind(), ErrorKind::HostUnreachable, "{e}");
+    assert!(start.elapsed() < Duration::from_secs(5), "not after SYN retries: {:?}", start.elapsed());
+    let counters = rt.with_stack(|s| *s.counters());
+    assert_eq!((counters.icmp_udp_errors, counters.icmp_connect_aborts), (1, 1), "{counters:?}");
+    rt.shutdown();
 }
