@@ -343,3 +343,32 @@ fn connect_timeout_times_out() {
     let _c = TcpStream::connect_timeout(&a, b_at(27), Duration::from_secs(10)).unwrap();
     listener.accept().unwrap();
 }
+
+/// std's `TcpStream::peek`: it waits for bytes as `read` does, returns them without taking
+/// them (twice the same), and the read after gets them all; then the stream goes on.
+#[test]
+fn peek_waits_then_leaves_the_bytes_for_read() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(11)).unwrap();
+    let client = TcpStream::connect(&a, b_at(11)).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            (&client).write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        });
+        let mut buf = [0u8; 3];
+        assert_eq!(server.peek(&mut buf).unwrap(), 3, "waits for the first bytes");
+        assert_eq!(&buf, b"GET");
+        assert_eq!(server.peek(&mut buf).unwrap(), 3);
+        assert_eq!(&buf, b"GET", "still there");
+        writer.join().unwrap();
+    });
+    let mut line = [0u8; 18];
+    (&server).read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"GET / HTTP/1.1\r\n\r\n");
+    (&client).write_all(b"x").unwrap();
+    let mut one = [0u8; 1];
+    (&server).read_exact(&mut one).unwrap();
+    assert_eq!(&one, b"x");
+}

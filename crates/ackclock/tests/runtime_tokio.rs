@@ -358,3 +358,27 @@ async fn readiness_and_try_calls() {
     let mut server = server;
     server.shutdown().await.unwrap();
 }
+
+/// tokio's `TcpStream::peek`: a proxy task looks at a connection's first bytes, waiting
+/// for them, and the read after gets the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peek_then_read_gets_the_same_bytes() {
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(12)).unwrap();
+    let client = async {
+        let mut s = TcpStream::connect(&a, b_at(12)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        s.write_all(b"\x16\x03\x01 hello").await.unwrap();
+        s
+    };
+    let server = async {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 3];
+        assert_eq!(s.peek(&mut head).await.unwrap(), 3);
+        assert_eq!(&head, b"\x16\x03\x01", "a TLS record header");
+        let mut all = [0u8; 9];
+        s.read_exact(&mut all).await.unwrap();
+        assert_eq!(&all, b"\x16\x03\x01 hello");
+    };
+    let (_client, ()) = tokio::join!(client, server);
+}

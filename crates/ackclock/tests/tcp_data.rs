@@ -1221,6 +1221,49 @@ fn deferred_checksum_failure_found_by_recv() {
     assert_eq!(t.stack.counters().drops_bad_checksum, 1);
 }
 
+/// `tcp_peek` (`recv(2)` with `MSG_PEEK`): the bytes queued are copied and stay queued, in
+/// order across segments, up to the buffer's length; the reads after return them again.
+/// The deferred checksums of the segments it looks at are verified on the way, once.
+#[test]
+fn peek_copies_without_consuming() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(2000, 23);
+    t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data[..1000]);
+    t.inject_payload(10, seg(".").seq(P + 1000).ack(1).win(65535).ts(2000, 1), &data[1000..]);
+    let mut small = [0u8; 10];
+    assert_eq!(t.stack.tcp_peek(c, &mut small), Ok(10));
+    assert_eq!(small[..], data[..10]);
+    let mut buf = vec![0u8; 4000];
+    assert_eq!(t.stack.tcp_peek(c, &mut buf), Ok(2000), "across both segments, no more");
+    assert_eq!(buf[..2000], data[..]);
+    assert_eq!(t.stack.tcp_peek(c, &mut []), Ok(0));
+    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(2000), "all still there");
+    assert_eq!(buf[..2000], data[..]);
+    assert_eq!(t.stack.tcp_peek(c, &mut buf), Err(Error::WouldBlock));
+    assert_eq!(t.stack.counters().drops_bad_checksum, 0);
+    // At the end of the stream, as a read: 0.
+    t.inject(20, seg("F.").seq(P + 2000).ack(1).win(65535).ts(2001, 1));
+    assert_eq!(t.stack.tcp_peek(c, &mut buf), Ok(0));
+}
+
+/// A peek that meets a corrupted segment whose check was deferred drops it as a read would
+/// (RFC 9293 §3.1 MUST-3: never delivered, counted), and ends before it.
+#[test]
+fn deferred_checksum_failure_found_by_peek() {
+    let (mut t, c) = deferral_conn();
+    let data = stream(2000, 24);
+    t.inject_payload(10, seg(".").seq(P).ack(1).win(65535).ts(2000, 1), &data[..1000]);
+    let bad = corrupted(&t, &seg(".").seq(P + 1000).ack(1).win(65535).ts(2000, 1), &data[1000..], 7);
+    t.inject_raw(&bad);
+    assert_eq!(t.stack.counters().drops_bad_checksum, 0, "deferred: not checked yet");
+    let mut buf = vec![0u8; 4000];
+    assert_eq!(t.stack.tcp_peek(c, &mut buf), Ok(1000), "the good segment, not the bad one");
+    assert_eq!(buf[..1000], data[..1000]);
+    assert_eq!(t.stack.counters().drops_bad_checksum, 1);
+    assert_eq!(t.stack.tcp_recv(c, &mut buf), Ok(1000));
+    assert_eq!(t.stack.tcp_peek(c, &mut buf), Err(Error::WouldBlock));
+}
+
 /// The same through `tcp_recv_with`, which hands segments out in place: a deferred
 /// checksum is verified (a sum pass) before `drain` sees a byte, so the corrupted segment
 /// never reaches it; the good retransmission does, in a drain that takes 300 bytes at a time.

@@ -530,6 +530,16 @@ impl TcpStream {
         self.recv_impl(|stack, h| stack.tcp_recv(h, buf))
     }
 
+    /// Receive into `buf` without removing the bytes from the stream, waiting as `read`
+    /// does until some are there (std's `TcpStream::peek`, `recv(2)` with `MSG_PEEK`): the
+    /// next read returns them again. Returns what is queued, up to `buf`'s length.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return if self.shared.lock().closed { Err(aborted()) } else { Ok(0) };
+        }
+        self.recv_impl(|stack, h| stack.tcp_peek(h, buf))
+    }
+
     /// Move received segments to `out`, their buffers with them, waiting as `read` does
     /// (the read timeout, non-blocking mode): the zero-copy read of
     /// [`Stack::tcp_recv_bufs`](crate::Stack::tcp_recv_bufs), for a splice that writes

@@ -165,6 +165,34 @@ impl TcpStream {
         }
     }
 
+    /// Receive into `buf` without removing the bytes from the stream, waiting until some
+    /// are there (tokio's `TcpStream::peek`): the next read returns them again.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut buf = ReadBuf::new(buf);
+        poll_fn(|cx| self.poll_peek(cx, &mut buf)).await
+    }
+
+    /// [`peek`](Self::peek) as a poll (tokio's `TcpStream::poll_peek`): the bytes go into
+    /// `buf`'s unfilled part, which advances; `Pending` registers the task's waker.
+    pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<usize>> {
+        let inner = &self.inner;
+        let dst = buf.initialize_unfilled();
+        if dst.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        match inner.try_recv(inner.shared().lock(), false, &mut false, |stack, h| stack.tcp_peek(h, dst)) {
+            Attempt::Done(Ok(n)) => {
+                buf.advance(n);
+                Poll::Ready(Ok(n))
+            }
+            Attempt::Done(Err(e)) => Poll::Ready(Err(e)),
+            Attempt::Blocked(mut g) => {
+                inner.register_waker(&mut g, false, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+
     /// Move received segments to `out`, their buffers with them, waiting until there are
     /// some: the zero-copy read of [`Stack::tcp_recv_bufs`](crate::Stack::tcp_recv_bufs),
     /// for a splice that writes them on with a vectored write (`writev(2)`) and drops them

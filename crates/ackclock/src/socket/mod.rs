@@ -330,6 +330,18 @@ impl Stack {
         Ok(self.tcp.recv(self.now, idx, buf, io)?)
     }
 
+    /// Copy queued bytes into `buf` without consuming them, as `recv(2)` with `MSG_PEEK`:
+    /// the next [`tcp_recv`](Self::tcp_recv) returns them again. For a proxy that looks at a
+    /// connection's first bytes (a request line, a TLS ClientHello) before it decides where
+    /// to send them. Returns what is queued, up to `buf`'s length (it does not wait for
+    /// more); no bytes queued answers as `tcp_recv` does (`WouldBlock`, `Ok(0)` at the end
+    /// of the stream, or the connection's error).
+    pub fn tcp_peek(&mut self, h: TcpHandle, buf: &mut [u8]) -> Result<usize, Error> {
+        let idx = self.conn(h)?;
+        let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
+        Ok(self.tcp.peek(self.now, idx, buf, io)?)
+    }
+
     /// Hand received bytes to `drain` in place, in order, a segment's bytes at a time, for a
     /// caller that passes them on (a `write(2)` to a socket): no copy into a buffer of the
     /// caller's. `drain` returns how many bytes it consumed; it is called again while it

@@ -404,6 +404,47 @@ impl Tcp {
         self.recv_with(now, idx, io, copy, None)
     }
 
+    /// Copy queued bytes into `dst` without consuming them (`tcp_peek`, `recv(2)` with
+    /// `MSG_PEEK`): the next read returns them again. A segment whose checksum was deferred
+    /// is verified first, in a pass of its own (a peek is for a few bytes: a proxy looking
+    /// at a request's first line or a TLS ClientHello); one that fails is dropped as a read
+    /// drops it, and the peek ends before it. The empty queue answers as `recv` does.
+    pub(crate) fn peek(&mut self, now: Instant, idx: u32, dst: &mut [u8], io: Io<'_>) -> Result<usize, RequestError> {
+        let Io { pool, iface, tx } = io;
+        let Some(tcb) = self.slots.get_mut(idx as usize).and_then(|s| s.tcb.as_deref_mut()) else {
+            return Err(RequestError::NoConnection);
+        };
+        if tcb.rcvq.is_empty() {
+            return empty_read(tcb);
+        }
+        let mut env = env!(self, now, pool, iface, tx);
+        let (mut copied, mut i, mut checked) = (0, 0, false);
+        while copied < dst.len() {
+            let Some(s) = tcb.rcvq.get(i) else { break };
+            if let Some(u) = s.unverified {
+                checked = true;
+                if !input::payload_checks(u.header_sum, s.buf.data()) {
+                    input::reject_from(&mut env, tcb, i);
+                    break;
+                }
+                input::accept_verified(&mut env, tcb, i);
+            }
+            let Some(s) = tcb.rcvq.get(i) else { break };
+            let n = s.buf.len().min(dst.len() - copied);
+            dst[copied..copied + n].copy_from_slice(&s.buf.data()[..n]);
+            copied += n;
+            i += 1;
+        }
+        // A verified segment counts for ACKs now; a rejected one may owe one.
+        if checked {
+            self.mark_dirty(idx);
+        }
+        match copied {
+            0 if !dst.is_empty() => self.tcb(idx).map_or(Err(RequestError::NoConnection), empty_read),
+            n => Ok(n),
+        }
+    }
+
     /// Hand received bytes to `drain` in place (`tcp_recv_with`): a segment whose checksum
     /// was deferred is verified (a sum pass) before `drain` sees any of it.
     pub(crate) fn recv_in_place(
