@@ -151,6 +151,9 @@ counters! {
         /// kept as a soft error (RFC 1122 §4.2.3.9; RFC 5927 §5.2 for the hard ones), and
         /// reported if the connection then times out.
         icmp_soft_errors,
+        /// Retransmission timer backoffs taken back on a network or host unreachable for a
+        /// retransmission (RFC 6069).
+        icmp_rto_reverts,
         /// Destination Unreachables with a hard error (port or protocol unreachable, and
         /// the administrative ones) for a connected UDP socket's datagram: its next call
         /// fails with the error, as on Linux.

@@ -172,3 +172,46 @@ fn udp_soft_errors_and_unconnected_sockets_hear_nothing() {
     let k = t.stack.counters();
     assert_eq!((k.icmp_udp_errors, k.icmp_ignored), (0, 3));
 }
+
+/// The time (ms) and what the stack sends next, stepping 1 ms at a time up to `limit`.
+fn next_sent(t: &mut Script, limit: u64) -> (u64, Sent) {
+    while t.ms() < limit {
+        let next = t.ms() + 1;
+        if let Some(first) = t.run_to(next).into_iter().next() {
+            return first;
+        }
+    }
+    panic!("nothing sent by {limit} ms")
+}
+
+/// RFC 6069 §3 (TCP-LD): a host or network unreachable for the retransmission of SND.UNA's
+/// segment while the timer is backed off takes one backoff back, and the timer runs from
+/// that retransmission with the shorter RTO; if that time has passed, the segment goes
+/// again at once. So a connection across an outage keeps probing at its pre-outage pace.
+#[test]
+fn rfc6069_3_an_unreachable_for_a_retransmission_reverts_one_backoff() {
+    let (mut t, c, port) = established();
+    t.stack.tcp_send(c, &[5u8; 100]).unwrap();
+    t.expect(2, seg("P.").seq(1).ack(PEER_ISS + 1).len(100).any_options());
+    let rto = t.stack.tcp_info(c).unwrap().rto.as_millis() as u64;
+    let (r1, s) = next_sent(&mut t, 10_000);
+    assert_eq!((s.seq, s.len), (1, 100), "the first retransmission");
+    assert_eq!(t.stack.tcp_info(c).unwrap().rto.as_millis() as u64, 2 * rto, "backed off");
+    // The router says the host is unreachable, quoting it, 10 ms later.
+    t.at(r1 + 10);
+    t.inject_raw(&unreachable(1, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
+    assert_eq!(t.stack.tcp_info(c).unwrap().rto.as_millis() as u64, rto, "one backoff taken back");
+    let (r2, _) = next_sent(&mut t, r1 + 4 * rto);
+    assert_eq!(r2, r1 + rto, "the timer runs from the retransmission with the reverted RTO");
+    // Now backed off again (2 RTO); an unreachable after one RTO has passed: at once.
+    t.at(r2 + rto + 5);
+    t.inject_raw(&unreachable(0, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
+    let (r3, s) = next_sent(&mut t, r2 + 4 * rto);
+    assert_eq!((r3, s.seq), (r2 + rto + 6, 1), "sent at the next timer run");
+    let k = t.stack.counters();
+    assert_eq!((k.icmp_rto_reverts, k.icmp_soft_errors), (2, 2));
+    // A port unreachable is no path outage: no revert.
+    t.at(r3 + 10);
+    t.inject_raw(&unreachable(3, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
+    assert_eq!(t.stack.counters().icmp_rto_reverts, 2);
+}

@@ -17,7 +17,12 @@
 //!   kept, and reported instead of `TimedOut` if the connection times out with nothing
 //!   heard from the peer since (Linux `sk_err_soft`).
 //!
-//! Not done: RFC 6069's revert of the RTO backoff on a network or host unreachable.
+//! - And, RFC 6069 (TCP-LD, as Linux's `tcp_ld_RTO_revert`): a network or host unreachable
+//!   for a retransmission of SND.UNA's segment while the retransmission timer is backed
+//!   off says the path, not congestion, lost it: one backoff is taken back, and the timer
+//!   runs from that retransmission with the shorter RTO (expiring at once if that time has
+//!   passed), so that the connection probes at the pace it had before the outage and
+//!   resumes sooner once the path is back.
 
 use super::tcb::{ConnError, FourTuple, State};
 use super::trace;
@@ -71,6 +76,15 @@ impl Tcp {
             _ => {
                 self.counters.icmp_soft_errors += 1;
                 tcb.soft_error = Some((err, now));
+                let path = msg.code.0 <= 1;
+                if path && seq == tcb.snd_una && tcb.retries > 0 && tcb.rtt.backoff() > 0 {
+                    if let Some(sent) = tcb.sndq.front().filter(|s| s.sent > 1).map(|s| s.sent_at) {
+                        tcb.rtt.revert_back_off();
+                        tcb.timers.rexmt.set((sent + tcb.rtt.rto()).max(now));
+                        self.counters.icmp_rto_reverts += 1;
+                        self.refile(idx);
+                    }
+                }
             }
         }
     }

@@ -142,6 +142,11 @@ impl RttEstimator {
         }
     }
 
+    /// Take one backoff back (RFC 6069 §3: the timeout was the path's, not congestion's).
+    pub fn revert_back_off(&mut self) {
+        self.backoff = self.backoff.saturating_sub(1);
+    }
+
     /// Consecutive backoffs since the last sample.
     pub fn backoff(&self) -> u32 {
         self.backoff
