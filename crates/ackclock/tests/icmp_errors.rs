@@ -33,7 +33,11 @@ fn unreachable(code: u8, protocol: IpProtocol, src: SocketAddrV4, dst: SocketAdd
 
 /// A connect to PEER:80 with its SYN taken: the handle, our port and our ISS.
 fn connecting() -> (Script, TcpHandle, u16, u32) {
-    let mut t = Script::new(tcp_config());
+    connecting_with(tcp_config())
+}
+
+fn connecting_with(cfg: ackclock::tcp::TcpConfig) -> (Script, TcpHandle, u16, u32) {
+    let mut t = Script::new(cfg);
     let c = t.stack.tcp_connect(SocketAddrV4::new(PEER, PORT)).unwrap();
     let syn = t.expect(0, seg("S").seq(0).any_options());
     let iss = t.local_seq(0);
@@ -86,7 +90,11 @@ fn rfc5927_4_1_an_unreachable_quoting_nothing_in_flight_is_ignored() {
 
 /// An established connection.
 fn established() -> (Script, TcpHandle, u16) {
-    let (mut t, c, port, _) = connecting();
+    established_with(tcp_config())
+}
+
+fn established_with(cfg: ackclock::tcp::TcpConfig) -> (Script, TcpHandle, u16) {
+    let (mut t, c, port, _) = connecting_with(cfg);
     t.inject(1, seg("S.").seq(PEER_ISS).ack(1).win(65535).mss(1460).port(port).peer_port(PORT));
     t.expect(1, seg(".").seq(1).ack(PEER_ISS + 1).any_options());
     (t, c, port)
@@ -214,4 +222,75 @@ fn rfc6069_3_an_unreachable_for_a_retransmission_reverts_one_backoff() {
     t.at(r3 + 10);
     t.inject_raw(&unreachable(3, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
     assert_eq!(t.stack.counters().icmp_rto_reverts, 2);
+}
+
+/// A listener on LOCAL:8080 and the peer's SYN, answered: the listener and the SYN-ACK's
+/// sequence number (absolute).
+fn syn_received() -> (Script, ackclock::ListenerHandle, u32) {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    t.inject(0, seg("S").seq(PEER_ISS).win(65535).mss(1460));
+    t.expect(0, seg("S.").any_options().ack(PEER_ISS + 1));
+    let iss = t.local_seq(0);
+    (t, l, iss)
+}
+
+/// Linux `tcp_v4_err`, TCP_NEW_SYN_RECV: `tcp_req_err(sk, seq, abort)` with abort true for
+/// network and host unreachable (codes 0 and 1, and time exceeded / parameter problem):
+/// the request is dropped silently (`inet_csk_reqsk_queue_drop`), and its SYN-ACK is not
+/// retransmitted to a host the router just said it cannot reach. (Found by review: the
+/// first version kept it on these codes and dropped it on the hard ones.)
+#[test]
+fn linux_tcp_req_err_host_unreachable_drops_a_passive_syn_received() {
+    for code in [0u8, 1] {
+        let (mut t, _l, iss) = syn_received();
+        t.at(5);
+        t.inject_raw(&unreachable(code, IpProtocol::TCP, ours(8080), SocketAddrV4::new(PEER, PEER_PORT), iss));
+        let resent: Vec<_> =
+            t.run_to(10_000).into_iter().filter(|(_, s)| s.flags.contains(ackclock::wire::TcpFlags::SYN)).collect();
+        assert!(resent.is_empty(), "code {code}: Linux drops the request; SYN-ACK retransmitted: {resent:?}");
+    }
+}
+
+/// Linux `tcp_req_err` with abort false (port/protocol unreachable and the administrative
+/// codes are *not* in the abort list for a request socket): the request stays, and the
+/// peer's ACK still completes the handshake. RFC 5927 §4.1/§5.2 also argues against
+/// letting a blind ICMP hard error kill state.
+#[test]
+fn linux_tcp_req_err_port_unreachable_keeps_a_passive_syn_received() {
+    let (mut t, l, iss) = syn_received();
+    t.at(5);
+    t.inject_raw(&unreachable(3, IpProtocol::TCP, ours(8080), SocketAddrV4::new(PEER, PEER_PORT), iss));
+    t.inject(6, seg(".").seq(PEER_ISS + 1).ack(1).win(65535));
+    assert!(t.stack.tcp_accept(l).is_ok(), "the handshake completes, as on Linux");
+}
+
+/// With RFC 6069's reverts the retransmission limit is a time, not a count: the time the
+/// `max_retries` backed-off expiries would have taken (Linux `retransmits_timed_out`).
+/// Each revert shortens the next wait, so counting would end a connection across an outage
+/// sooner the more the routers report it, the opposite of what TCP-LD is for. Here
+/// `max_retries` is 3 and the RTO 200 ms: without reverts the connection gives up at
+/// 200 + 400 + 800 + 1,600 = 3,000 ms after the data was sent; with an unreachable for every
+/// retransmission it retransmits more often, and gives up no sooner.
+#[test]
+fn rfc6069_reverts_do_not_end_the_connection_sooner() {
+    let cfg = ackclock::tcp::TcpConfig { max_retries: 3, ..tcp_config() };
+    let (mut t, c, port) = established_with(cfg);
+    t.stack.tcp_send(c, &[5u8; 100]).unwrap();
+    t.expect(2, seg("P.").seq(1).ack(PEER_ISS + 1).len(100).any_options());
+    assert_eq!(t.stack.tcp_info(c).unwrap().rto.as_millis(), 200);
+    let mut retransmissions = 0;
+    while t.stack.tcp_readiness(c).unwrap().error.is_none() {
+        let now = t.ms();
+        let Some((at, s)) = t.run_to(now + 1).into_iter().next() else { continue };
+        assert_eq!((s.seq, s.len), (1, 100));
+        retransmissions += 1;
+        t.at(at + 1);
+        t.inject_raw(&unreachable(1, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
+        assert!(at < 10_000, "never gave up");
+    }
+    let gave_up = t.ms();
+    assert!(retransmissions > 3, "{retransmissions} retransmissions: the reverts shortened the waits");
+    assert!((3002..3010).contains(&gave_up), "gave up at {gave_up} ms, not before 3,002");
+    assert_eq!(t.stack.tcp_readiness(c).unwrap().error, Some(ackclock::Error::HostUnreachable));
 }

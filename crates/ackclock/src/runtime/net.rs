@@ -518,7 +518,9 @@ impl TcpStream {
                 Ok(n)
             }
             Err(Error::WouldBlock) => return Attempt::Blocked(g),
-            Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => self.conn_error(e, false),
+            Err(
+                e @ (Error::Refused | Error::Reset | Error::TimedOut | Error::Unreachable | Error::HostUnreachable),
+            ) => self.conn_error(e, false),
             Err(e) => Err(io_error(e)),
         })
     }
@@ -613,7 +615,9 @@ impl TcpStream {
                 Ok(n)
             }
             Err(Error::WouldBlock | Error::NoBufferSpace) => return Attempt::Blocked(g),
-            Err(e @ (Error::Refused | Error::Reset | Error::TimedOut)) => self.conn_error(e, true),
+            Err(
+                e @ (Error::Refused | Error::Reset | Error::TimedOut | Error::Unreachable | Error::HostUnreachable),
+            ) => self.conn_error(e, true),
             // Our FIN is queued, or the connection is over.
             Err(Error::InvalidState | Error::NotConnected) => {
                 Err(io::Error::new(ErrorKind::BrokenPipe, "connection closed for writing"))

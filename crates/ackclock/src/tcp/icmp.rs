@@ -10,8 +10,9 @@
 //!   but RFC 5461 §4.1 records that stacks abort connection establishment on them, and
 //!   Linux does, so a connect to an unreachable host fails in one round trip instead of
 //!   after every SYN retry.
-//! - A passive open's SYN-RECEIVED is forgotten on a hard error (the application never saw
-//!   it; Linux `tcp_req_err`), and kept on a soft one.
+//! - A passive open's SYN-RECEIVED (which the application has not seen) is forgotten on a
+//!   network or host unreachable, and kept on any other code, as Linux's `tcp_req_err`
+//!   called from `tcp_v4_err`: a blind hard error does not kill a handshake (RFC 5927).
 //! - A synchronized connection goes on (RFC 1122: soft errors MUST NOT abort it; RFC 5927
 //!   §5.2: hard errors are taken as soft ones there, against blind resets): the error is
 //!   kept, and reported instead of `TimedOut` if the connection times out with nothing
@@ -22,7 +23,8 @@
 //!   off says the path, not congestion, lost it: one backoff is taken back, and the timer
 //!   runs from that retransmission with the shorter RTO (expiring at once if that time has
 //!   passed), so that the connection probes at the pace it had before the outage and
-//!   resumes sooner once the path is back.
+//!   resumes sooner once the path is back. The retransmission limit then becomes the time
+//!   its expiries would have taken without reverts (`timer`), not a count.
 
 use super::tcb::{ConnError, FourTuple, State};
 use super::trace;
@@ -40,7 +42,7 @@ impl Tcp {
             remote_port: msg.remote.port(),
         };
         let found = self.table.get(&tuple).copied();
-        let (Some(idx), Some((kind, hard))) = (found, msg.error()) else {
+        let (Some(idx), Some((kind, _))) = (found, msg.error()) else {
             self.counters.icmp_ignored += 1;
             return;
         };
@@ -66,13 +68,13 @@ impl Tcp {
                 self.events.mark(idx);
                 self.retire(idx);
             }
-            State::SynReceived if hard => {
+            State::SynReceived if msg.code.0 <= 1 => {
                 self.counters.icmp_connect_aborts += 1;
                 self.counters.failed_opens += 1;
                 tcb.state = State::Closed;
                 self.retire(idx);
             }
-            State::Closed | State::Listen | State::TimeWait => self.counters.icmp_ignored += 1,
+            State::Closed | State::Listen | State::TimeWait | State::SynReceived => self.counters.icmp_ignored += 1,
             _ => {
                 self.counters.icmp_soft_errors += 1;
                 tcb.soft_error = Some((err, now));
@@ -80,6 +82,7 @@ impl Tcp {
                 if path && seq == tcb.snd_una && tcb.retries > 0 && tcb.rtt.backoff() > 0 {
                     if let Some(sent) = tcb.sndq.front().filter(|s| s.sent > 1).map(|s| s.sent_at) {
                         tcb.rtt.revert_back_off();
+                        tcb.ld_reverts = tcb.ld_reverts.saturating_add(1);
                         tcb.timers.rexmt.set((sent + tcb.rtt.rto()).max(now));
                         self.counters.icmp_rto_reverts += 1;
                         self.refile(idx);

@@ -147,6 +147,16 @@ impl RttEstimator {
         self.backoff = self.backoff.saturating_sub(1);
     }
 
+    /// How long `n + 1` expiries take from the first transmission with the RTO as it is
+    /// before backoff, doubling each time up to the maximum: when the `n + 1`-th would
+    /// come without RFC 6069's reverts (Linux `tcp_model_timeout`).
+    pub fn backoff_total(&self, n: u32) -> Duration {
+        let total: u64 = (0..=n.min(64))
+            .map(|i| self.base_rto.checked_shl(i).unwrap_or(u64::MAX).min(self.max_us))
+            .fold(0u64, u64::saturating_add);
+        Duration::from_micros(total)
+    }
+
     /// Consecutive backoffs since the last sample.
     pub fn backoff(&self) -> u32 {
         self.backoff

@@ -249,6 +249,7 @@ impl Tcp {
             rtt_seq: None,
             retries: 0,
             rexmt_start: None,
+            ld_reverts: 0,
             persist_backoff: 0,
             keepalive_probes: 0,
             probes_out: 0,

@@ -402,6 +402,9 @@ pub(crate) struct Tcb {
     pub rtt_seq: Option<(SeqNumber, Instant)>,
     /// Consecutive RTO expiries.
     pub retries: u32,
+    /// Backoffs RFC 6069 took back since the first of those expiries: the give-up is then
+    /// by time, not by count (each revert shortens the next wait).
+    pub ld_reverts: u8,
     /// When the oldest unacknowledged data was first sent (for the user timeout).
     pub rexmt_start: Option<Instant>,
     /// Consecutive zero-window probes unanswered by a window opening.

@@ -84,13 +84,23 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
         tcb.probes_out
     } else {
         tcb.retries += 1;
+        if tcb.retries == 1 {
+            tcb.ld_reverts = 0;
+        }
         tcb.retries
     };
     let user_timeout_over = match (tcb.opts.user_timeout, tcb.rexmt_start) {
         (Some(ut), Some(start)) => env.now.saturating_duration_since(start) >= ut,
         _ => false,
     };
-    if tries > limit || user_timeout_over {
+    // After RFC 6069 took backoffs back, the limit is the time `limit` backed-off expiries
+    // would have taken: a count would end the connection sooner the more was taken back,
+    // which is what TCP-LD is there to avoid (Linux measures time, `retransmits_timed_out`).
+    let over = match (tcb.ld_reverts > 0 && !zero_window, tcb.rexmt_start) {
+        (true, Some(start)) => env.now.saturating_duration_since(start) >= tcb.rtt.backoff_total(limit),
+        _ => tries > limit,
+    };
+    if over || user_timeout_over {
         if tcb.state == State::SynReceived && tcb.listener.is_some() {
             // A half-open passive connection just disappears.
             tcb.state = State::Closed;
