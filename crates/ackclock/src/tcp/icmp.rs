@@ -77,7 +77,8 @@ impl Tcp {
             State::Closed | State::Listen | State::TimeWait | State::SynReceived => self.counters.icmp_ignored += 1,
             _ => {
                 self.counters.icmp_soft_errors += 1;
-                tcb.soft_error = Some((err, now));
+                tcb.soft_error = Some(err);
+                tcb.soft_error_at = now;
                 let path = msg.code.0 <= 1;
                 if path && seq == tcb.snd_una && tcb.retries > 0 && tcb.rtt.backoff() > 0 {
                     if let Some(sent) = tcb.sndq.front().filter(|s| s.sent > 1).map(|s| s.sent_at) {

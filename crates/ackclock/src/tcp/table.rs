@@ -256,6 +256,7 @@ impl Tcp {
             last_oow_ack: None,
             last_rcv: now,
             soft_error: None,
+            soft_error_at: now,
             cc: opts.congestion.build(eff as u32, self.config.initial_window),
             inflation: 0,
             dupacks: 0,

@@ -420,7 +420,10 @@ pub(crate) struct Tcb {
     /// The last ICMP error a segment of ours drew while synchronized, and when (a soft
     /// error, RFC 1122 §4.2.3.9): the connection goes on, and if it times out with nothing
     /// received since, this is the error reported (Linux's `sk_err_soft`).
-    pub soft_error: Option<(ConnError, Instant)>,
+    /// (Two fields, not an `Option` of a pair: the pair's padding could hold nothing else.)
+    pub soft_error: Option<ConnError>,
+    /// When `soft_error` arrived.
+    pub soft_error_at: Instant,
 
     // The ack clock: congestion control and loss recovery.
     pub cc: Box<dyn CongestionControl>,

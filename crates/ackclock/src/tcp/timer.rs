@@ -60,7 +60,7 @@ fn time_out(env: &mut Env, tcb: &mut Tcb) -> Outcome {
         env.counters.failed_opens += 1;
     }
     env.counters.timeouts += 1;
-    let soft = tcb.soft_error.filter(|&(_, at)| at >= tcb.last_rcv).map(|(e, _)| e);
+    let soft = tcb.soft_error.filter(|_| tcb.soft_error_at >= tcb.last_rcv);
     tcb.error = Some(soft.unwrap_or(ConnError::TimedOut));
     tcb.state = State::Closed;
     Outcome::Delete
