@@ -136,6 +136,7 @@ fn decode(frame: &[u8]) -> Result<Vec<Value>, String> {
                         Ok(Icmpv4Repr::EchoRequest { .. }) => "echo request".to_string(),
                         Ok(Icmpv4Repr::EchoReply { .. }) => "echo reply".to_string(),
                         Ok(Icmpv4Repr::DstUnreachable { .. }) => "destination unreachable".to_string(),
+                        Ok(Icmpv4Repr::TimeExceeded { .. }) => "time exceeded".to_string(),
                         Err(e) => format!("type {} ({e})", i.msg_type().0),
                     };
                     layers.push(json!({ "layer": "icmp", "message": kind }));

@@ -21,12 +21,24 @@ const PORT: u16 = 80;
 /// `src` to `dst` whose transport header starts with the ports and then `word` (a TCP
 /// sequence number; for UDP its length and checksum).
 fn unreachable(code: u8, protocol: IpProtocol, src: SocketAddrV4, dst: SocketAddrV4, word: u32) -> Vec<u8> {
+    icmp_error(3, code, protocol, src, dst, word)
+}
+
+/// An ICMP error of `icmp_type` and `code` quoting as [`unreachable`] does.
+fn icmp_error(
+    icmp_type: u8,
+    code: u8,
+    protocol: IpProtocol,
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    word: u32,
+) -> Vec<u8> {
     let mut quote = vec![0u8; 28];
     Ipv4Repr::new(*src.ip(), *dst.ip(), protocol, 20 + 40).emit(&mut Ipv4Packet::new_unchecked(&mut quote[..20]), true);
     quote[20..22].copy_from_slice(&src.port().to_be_bytes());
     quote[22..24].copy_from_slice(&dst.port().to_be_bytes());
     quote[24..28].copy_from_slice(&word.to_be_bytes());
-    let mut icmp = vec![3, code, 0, 0, 0, 0, 0, 0];
+    let mut icmp = vec![icmp_type, code, 0, 0, 0, 0, 0, 0];
     icmp.extend_from_slice(&quote);
     icmp_from_router(icmp)
 }
@@ -293,4 +305,35 @@ fn rfc6069_reverts_do_not_end_the_connection_sooner() {
     assert!(retransmissions > 3, "{retransmissions} retransmissions: the reverts shortened the waits");
     assert!((3002..3010).contains(&gave_up), "gave up at {gave_up} ms, not before 3,002");
     assert_eq!(t.stack.tcp_readiness(c).unwrap().error, Some(ackclock::Error::HostUnreachable));
+}
+
+/// RFC 1122 §4.2.3.9: Time Exceeded "should be handled the same way as Destination
+/// Unreachable codes 0, 1, 5": a soft error. As Linux (`tcp_v4_err`, EHOSTUNREACH): a
+/// connect whose SYN it quotes ends with HostUnreachable; on an established connection it
+/// is kept for the timeout, but, saying nothing of an outage, reverts no backoff (RFC
+/// 6069 is for destination unreachables); a UDP socket is not told (soft).
+#[test]
+fn rfc1122_4_2_3_9_time_exceeded_is_a_soft_host_unreachable() {
+    let (mut t, c, port, iss) = connecting();
+    t.at(5);
+    t.inject_raw(&icmp_error(11, 0, IpProtocol::TCP, ours(port), theirs(), iss));
+    assert_eq!(t.stack.tcp_readiness(c).unwrap().error, Some(Error::HostUnreachable));
+    assert_eq!(t.stack.counters().icmp_connect_aborts, 1);
+
+    let (mut t, c, port) = established();
+    t.stack.tcp_send(c, &[5u8; 100]).unwrap();
+    t.expect(2, seg("P.").seq(1).ack(PEER_ISS + 1).len(100).any_options());
+    let (r1, _) = next_sent(&mut t, 10_000);
+    t.at(r1 + 10);
+    t.inject_raw(&icmp_error(11, 0, IpProtocol::TCP, ours(port), theirs(), t.local_seq(1)));
+    let k = t.stack.counters();
+    assert_eq!((k.icmp_soft_errors, k.icmp_rto_reverts), (1, 0));
+    assert_eq!(t.stack.tcp_readiness(c).unwrap().error, None);
+
+    let mut t = Script::new(tcp_config());
+    let s = udp_connected(&mut t);
+    t.discard();
+    t.inject_raw(&icmp_error(11, 0, IpProtocol::UDP, ours(5000), SocketAddrV4::new(PEER, 53), 0));
+    assert_eq!(t.stack.udp_readable(s), Ok(false));
+    assert_eq!(t.stack.counters().icmp_ignored, 1);
 }

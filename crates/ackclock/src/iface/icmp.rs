@@ -1,6 +1,7 @@
 //! ICMP at the interface: echo requests answered, a Datagram Too Big (RFC 1191) handed to
-//! TCP and any other Destination Unreachable quoting our TCP or UDP to the transport layer
-//! (RFC 1122 §3.2.2.1, §4.1.3.3, §4.2.3.9), everything else counted and ignored.
+//! TCP and any other Destination Unreachable, or a Time Exceeded, quoting our TCP or UDP to
+//! the transport layer (RFC 1122 §3.2.2.1, §4.1.3.3, §4.2.3.9), everything else counted
+//! and ignored.
 
 use super::{Ingress, Interface};
 use crate::buf::{PBuf, Pool};
@@ -42,6 +43,10 @@ pub struct Unreachable {
     pub seq: u32,
     /// The message's code (RFC 792, RFC 1122 §3.2.2.1, RFC 1812 §5.2.7.1).
     pub code: DstUnreachable,
+    /// A Time Exceeded (type 11) rather than a Destination Unreachable: taken as a host
+    /// unreachable, soft (RFC 1122 §4.2.3.9, and as Linux, EHOSTUNREACH), except that it
+    /// says nothing of an outage (no RFC 6069 revert).
+    pub time_exceeded: bool,
 }
 
 /// What a Destination Unreachable says, as the error a socket reports.
@@ -60,6 +65,9 @@ impl Unreachable {
     /// `icmp_err_convert`); `None` for codes past RFC 1812's 15 (ignored, as Linux).
     pub fn error(&self) -> Option<(UnreachableError, bool)> {
         use UnreachableError::{Host, Net, Refused};
+        if self.time_exceeded {
+            return Some((Host, false));
+        }
         Some(match self.code.0 {
             0 | 11 => (Net, false),
             1 | 5 | 12 => (Host, false),
@@ -76,10 +84,11 @@ impl Unreachable {
 impl Interface {
     /// An ICMP message for us: an echo request is answered; a Datagram Too Big quoting a TCP
     /// segment from us goes up as [`Ingress::TooBig`], any other Destination Unreachable
-    /// quoting a TCP segment or UDP datagram from us as [`Ingress::Unreachable`] (TCP and
-    /// UDP believe it only for what they have in flight or are connected to, RFC 5927).
-    /// Everything else (echo replies, time exceeded, unknown types) is ignored, counted as
-    /// such (RFC 1122 §3.2.2: an unknown type MUST be silently discarded).
+    /// or Time Exceeded quoting a TCP segment or UDP datagram from us as
+    /// [`Ingress::Unreachable`] (TCP and UDP believe it only for what they have in flight or
+    /// are connected to, RFC 5927). Everything else (echo replies, unknown types) is
+    /// ignored, counted as such (RFC 1122 §3.2.2: an unknown type MUST be silently
+    /// discarded).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn icmp_ingress(
         &mut self,
@@ -111,7 +120,24 @@ impl Interface {
                     counters.icmp_ignored += 1;
                     return None;
                 };
-                return Some(Ingress::Unreachable(Unreachable { protocol, local, remote, seq, code: reason }));
+                let time_exceeded = false;
+                return Some(Ingress::Unreachable(Unreachable {
+                    protocol,
+                    local,
+                    remote,
+                    seq,
+                    code: reason,
+                    time_exceeded,
+                }));
+            }
+            Ok(Icmpv4Repr::TimeExceeded { header, .. }) => {
+                let quoted = self.quoted(header).filter(|q| q.0 == IpProtocol::TCP || q.0 == IpProtocol::UDP);
+                let Some((protocol, local, remote, seq)) = quoted else {
+                    counters.icmp_ignored += 1;
+                    return None;
+                };
+                let (code, time_exceeded) = (DstUnreachable::HOST, true);
+                return Some(Ingress::Unreachable(Unreachable { protocol, local, remote, seq, code, time_exceeded }));
             }
             Ok(_) | Err(crate::wire::Error::Unsupported) => {
                 counters.icmp_ignored += 1;

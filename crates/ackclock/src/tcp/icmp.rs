@@ -1,6 +1,6 @@
 //! ICMP Destination Unreachable for a connection (RFC 1122 §4.2.3.9, RFC 5461, RFC 5927),
 //! as Linux's `tcp_v4_err` takes it; "fragmentation needed" is path MTU discovery's
-//! (`pmtu`).
+//! (`pmtu`). A Time Exceeded is taken as a soft host unreachable (RFC 1122 §4.2.3.9).
 //!
 //! A message is anyone's to forge, so it is believed only if the segment it quotes is one
 //! the connection has in flight (RFC 5927 §4.1): at or above SND.UNA, below SND.MAX.
@@ -79,7 +79,7 @@ impl Tcp {
                 self.counters.icmp_soft_errors += 1;
                 tcb.soft_error = Some(err);
                 tcb.soft_error_at = now;
-                let path = msg.code.0 <= 1;
+                let path = msg.code.0 <= 1 && !msg.time_exceeded;
                 if path && seq == tcb.snd_una && tcb.retries > 0 && tcb.rtt.backoff() > 0 {
                     if let Some(sent) = tcb.sndq.front().filter(|s| s.sent > 1).map(|s| s.sent_at) {
                         tcb.rtt.revert_back_off();

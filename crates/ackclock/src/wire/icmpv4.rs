@@ -256,6 +256,14 @@ pub enum Icmpv4Repr<'a> {
         /// that is not included.
         header: &'a [u8],
     },
+    /// Time exceeded (type 11): code 0, the TTL ran out in transit; 1, reassembly timed out.
+    TimeExceeded {
+        /// The message's code.
+        code: u8,
+        /// The original datagram's IPv4 header and its first 8 data bytes, as for
+        /// [`DstUnreachable`](Icmpv4Repr::DstUnreachable).
+        header: &'a [u8],
+    },
 }
 
 impl<'a> Icmpv4Repr<'a> {
@@ -263,7 +271,7 @@ impl<'a> Icmpv4Repr<'a> {
     /// [`Error::BadChecksum`] if the checksum does not verify; [`Error::Unsupported`] for
     /// other types, and for echo messages with a non-zero code (RFC 792 defines only 0).
     ///
-    /// For destination unreachable, the quoted datagram must begin with an IPv4 header
+    /// For destination unreachable and time exceeded, the quoted datagram must begin with an IPv4 header
     /// (version 4, else [`Error::BadVersion`]; IHL ≥ 5, else [`Error::BadHeaderLength`])
     /// followed by at least 8 data bytes (else [`Error::Truncated`]): without them the
     /// message cannot be matched to a connection.
@@ -285,6 +293,7 @@ impl<'a> Icmpv4Repr<'a> {
                 let next_hop_mtu = if reason == DstUnreachable::FRAG_NEEDED { packet.next_hop_mtu() } else { 0 };
                 Ok(Icmpv4Repr::DstUnreachable { reason, next_hop_mtu, header: quoted(data)? })
             }
+            (Icmpv4Message::TIME_EXCEEDED, code) => Ok(Icmpv4Repr::TimeExceeded { code, header: quoted(data)? }),
             _ => Err(Error::Unsupported),
         }
     }
@@ -294,7 +303,9 @@ impl<'a> Icmpv4Repr<'a> {
     pub const fn buffer_len(&self) -> usize {
         match self {
             Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => HEADER_LEN + data.len(),
-            Icmpv4Repr::DstUnreachable { header, .. } => HEADER_LEN + header.len(),
+            Icmpv4Repr::DstUnreachable { header, .. } | Icmpv4Repr::TimeExceeded { header, .. } => {
+                HEADER_LEN + header.len()
+            }
         }
     }
 
@@ -312,6 +323,7 @@ impl<'a> Icmpv4Repr<'a> {
                 let mtu = if reason == DstUnreachable::FRAG_NEEDED { next_hop_mtu } else { 0 };
                 (Icmpv4Message::DST_UNREACHABLE, reason.0, 0, mtu, header)
             }
+            Icmpv4Repr::TimeExceeded { code, header } => (Icmpv4Message::TIME_EXCEEDED, code, 0, 0, header),
         };
         packet.set_msg_type(msg_type);
         packet.set_msg_code(code);
@@ -435,6 +447,23 @@ mod tests {
         quote
     }
 
+    /// RFC 792 type 11: the quote as a destination unreachable's; bytes 4..8 unused (zero).
+    #[test]
+    fn round_trip_time_exceeded() {
+        let quote = port_unreachable_quote();
+        for code in [0, 1] {
+            let repr = Icmpv4Repr::TimeExceeded { code, header: &quote };
+            let mut buf = [0xffu8; 36];
+            assert_eq!(repr.buffer_len(), 36);
+            repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]));
+            assert_eq!(&buf[..2], &[11, code]);
+            assert_eq!(&buf[4..8], &[0, 0, 0, 0]);
+            let packet = Icmpv4Packet::new_checked(&buf[..]).unwrap();
+            assert!(packet.verify_checksum());
+            assert_eq!(Icmpv4Repr::parse(&packet).unwrap(), repr);
+        }
+    }
+
     #[test]
     fn round_trip_dst_unreachable() {
         let quote = port_unreachable_quote();
@@ -540,7 +569,8 @@ mod tests {
         assert_eq!(with_header(8, 0), None);
         assert_eq!(with_header(8, 1), Some(Error::Unsupported));
         assert_eq!(with_header(0, 9), Some(Error::Unsupported));
-        assert_eq!(with_header(11, 0), Some(Error::Unsupported)); // time exceeded
+        // Time exceeded is parsed: this data (a ping's) quotes no IPv4 header.
+        assert_eq!(with_header(11, 0), Some(Error::BadVersion));
         assert_eq!(with_header(13, 0), Some(Error::Unsupported)); // timestamp
         assert_eq!(with_header(255, 0), Some(Error::Unsupported));
     }
