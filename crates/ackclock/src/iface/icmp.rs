@@ -115,29 +115,10 @@ impl Interface {
                 return too_big.map(Ingress::TooBig);
             }
             Ok(Icmpv4Repr::DstUnreachable { reason, header, .. }) => {
-                let quoted = self.quoted(header).filter(|q| q.0 == IpProtocol::TCP || q.0 == IpProtocol::UDP);
-                let Some((protocol, local, remote, seq)) = quoted else {
-                    counters.icmp_ignored += 1;
-                    return None;
-                };
-                let time_exceeded = false;
-                return Some(Ingress::Unreachable(Unreachable {
-                    protocol,
-                    local,
-                    remote,
-                    seq,
-                    code: reason,
-                    time_exceeded,
-                }));
+                return self.unreachable(reason, false, header, counters);
             }
             Ok(Icmpv4Repr::TimeExceeded { header, .. }) => {
-                let quoted = self.quoted(header).filter(|q| q.0 == IpProtocol::TCP || q.0 == IpProtocol::UDP);
-                let Some((protocol, local, remote, seq)) = quoted else {
-                    counters.icmp_ignored += 1;
-                    return None;
-                };
-                let (code, time_exceeded) = (DstUnreachable::HOST, true);
-                return Some(Ingress::Unreachable(Unreachable { protocol, local, remote, seq, code, time_exceeded }));
+                return self.unreachable(DstUnreachable::HOST, true, header, counters);
             }
             Ok(_) | Err(crate::wire::Error::Unsupported) => {
                 counters.icmp_ignored += 1;
@@ -163,6 +144,24 @@ impl Interface {
         }
         self.send_icmp(now, &reply, self.config.addr, src_ip, pool, tx, counters);
         None
+    }
+
+    /// An ICMP error other than a Datagram Too Big (`code`, or a Time Exceeded) quoting
+    /// `quote`: [`Ingress::Unreachable`] if it names a TCP segment or UDP datagram of ours,
+    /// else counted as ignored.
+    fn unreachable(
+        &self,
+        code: DstUnreachable,
+        time_exceeded: bool,
+        quote: &[u8],
+        counters: &mut Counters,
+    ) -> Option<Ingress> {
+        let quoted = self.quoted(quote).filter(|q| q.0 == IpProtocol::TCP || q.0 == IpProtocol::UDP);
+        let Some((protocol, local, remote, seq)) = quoted else {
+            counters.icmp_ignored += 1;
+            return None;
+        };
+        Some(Ingress::Unreachable(Unreachable { protocol, local, remote, seq, code, time_exceeded }))
     }
 
     /// The connection a Datagram Too Big names: its quote must be a TCP segment of ours.

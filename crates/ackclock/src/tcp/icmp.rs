@@ -59,19 +59,16 @@ impl Tcp {
         };
         let passive = tcb.listener.is_some();
         match tcb.state {
-            State::SynSent | State::SynReceived if !passive => {
+            // An active open is told; a passive one is forgotten (network or host only).
+            State::SynSent | State::SynReceived if !passive || msg.code.0 <= 1 => {
                 self.counters.icmp_connect_aborts += 1;
                 self.counters.failed_opens += 1;
-                tcb.error = Some(err);
                 tcb.state = State::Closed;
                 self.trace.event(now, tcb, trace::Event::State(State::Closed));
-                self.events.mark(idx);
-                self.retire(idx);
-            }
-            State::SynReceived if msg.code.0 <= 1 => {
-                self.counters.icmp_connect_aborts += 1;
-                self.counters.failed_opens += 1;
-                tcb.state = State::Closed;
+                if !passive {
+                    tcb.error = Some(err);
+                    self.events.mark(idx);
+                }
                 self.retire(idx);
             }
             State::Closed | State::Listen | State::TimeWait | State::SynReceived => self.counters.icmp_ignored += 1,

@@ -477,10 +477,7 @@ fn common_hdr(env: &mut Env, tcb: &mut Tcb, seq: SeqNumber, flags: TcpFlags, opt
     let sack = sack_blocks(tcb, room);
     let window = window_field(tcb, ack, false);
     let h = Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack, urgent: 0 };
-    if tcb.snd_up.is_some() {
-        return super::urgent::with_urgent(tcb, h);
-    }
-    h
+    super::urgent::mark(tcb, h)
 }
 
 /// The header fields of [`common_hdr`] that stay the same for every segment one pass of
@@ -510,10 +507,7 @@ fn pass_hdr(
             let sack = SackBlocks::new();
             let h =
                 Hdr { seq, ack, flags, window, mss: None, wscale: None, sack_permitted: false, ts, sack, urgent: 0 };
-            if tcb.snd_up.is_some() {
-                return super::urgent::with_urgent(tcb, h);
-            }
-            return h;
+            return super::urgent::mark(tcb, h);
         }
     }
     let h = common_hdr(env, tcb, seq, flags, room);

@@ -35,6 +35,15 @@ pub(super) fn urgent_pointer(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
     }
 }
 
+/// `h` as the sender's urgent mode has it: unchanged (one test) unless SND.UP is set.
+#[inline(always)]
+pub(super) fn mark(tcb: &mut Tcb, h: Hdr) -> Hdr {
+    if tcb.snd_up.is_some() {
+        return with_urgent(tcb, h);
+    }
+    h
+}
+
 /// `h` with URG and the urgent pointer if the sender is in urgent mode and `h.seq` lies
 /// below SND.UP (RFC 9293 §3.8.5: the pointer is the offset from SEG.SEQ of the octet after
 /// the urgent data, MUST-31). As Linux's `tcp_transmit_skb`: an offset past 16 bits is sent
@@ -47,7 +56,7 @@ pub(super) fn urgent_pointer(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
 /// transmit paths leave every segment to the general build, which calls this).
 #[inline(never)]
 #[cold]
-pub(super) fn with_urgent(tcb: &mut Tcb, mut h: Hdr) -> Hdr {
+fn with_urgent(tcb: &mut Tcb, mut h: Hdr) -> Hdr {
     let Some(up) = tcb.snd_up else { return h };
     if up <= tcb.snd_una {
         tcb.snd_up = None;
