@@ -280,7 +280,17 @@ impl Stack {
                 &mut self.tx,
                 &mut self.tcp.counters,
             ),
-            Some(Ingress::TooBig(msg)) => self.tcp.path_mtu(msg),
+            Some(Ingress::TooBig(msg)) if msg.protocol == crate::wire::IpProtocol::TCP => {
+                self.tcp.path_mtu(now, msg, &mut self.iface)
+            }
+            Some(Ingress::TooBig(msg)) => {
+                if self.udp.too_big(msg) {
+                    self.tcp.counters.pmtu_udp += 1;
+                    self.iface.learn_path_mtu(now, *msg.remote.ip(), msg.mtu);
+                } else {
+                    self.tcp.counters.pmtu_ignored += 1;
+                }
+            }
             Some(Ingress::Unreachable(msg)) if msg.protocol == crate::wire::IpProtocol::TCP => {
                 self.tcp.unreachable(now, msg)
             }
@@ -417,6 +427,9 @@ impl Stack {
         }
         // Frames whose next hop never answered give their buffers back.
         self.iface.arp.expire_pending(now);
+        // Path MTU estimates past their lifetime (RFC 1191 §6.3): connections follow as
+        // they next send.
+        self.iface.pmtu.expire(now);
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };
         self.tcp.run_timers(now, io);
         let io = Io { pool: &self.pool, iface: &mut self.iface, tx: &mut self.tx };

@@ -161,8 +161,17 @@ counters! {
         /// Datagram Too Big messages (RFC 1191) that lowered a connection's segment size.
         pmtu_reductions,
         /// Datagram Too Big messages for a TCP segment that no connection has in flight
-        /// (RFC 5927 §4.1: not believed), or reporting an MTU no smaller than the one in use.
+        /// (RFC 5927 §4.1: not believed), or reporting an MTU no smaller than the one in use,
+        /// or for a UDP datagram of no socket.
         pmtu_ignored,
+        /// Connections whose segment size followed a changed path MTU estimate for their
+        /// peer before sending: one another connection's Datagram Too Big lowered, or one
+        /// that expired (RFC 1191 §5, §6.3).
+        pmtu_followed,
+        /// Datagram Too Big messages for a datagram of a bound UDP socket: the destination's
+        /// path MTU learned (RFC 1191 §5), and a socket connected to it told (Linux's
+        /// EMSGSIZE).
+        pmtu_udp,
         /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
         syn_cookies_sent,
         /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.

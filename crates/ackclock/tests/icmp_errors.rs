@@ -12,7 +12,7 @@ use ackclock::udp::UdpHandle;
 use ackclock::wire::{IpProtocol, Ipv4Packet, Ipv4Repr};
 use ackclock::{Error, TcpHandle};
 use common::script::*;
-use core::net::SocketAddrV4;
+use core::net::{Ipv4Addr, SocketAddrV4};
 
 /// A port the peer serves on.
 const PORT: u16 = 80;
@@ -191,6 +191,51 @@ fn udp_soft_errors_and_unconnected_sockets_hear_nothing() {
     assert_eq!(t.stack.udp_readable(u), Ok(false));
     let k = t.stack.counters();
     assert_eq!((k.icmp_udp_errors, k.icmp_ignored), (0, 3));
+}
+
+/// A router's Datagram Too Big (RFC 1191) reporting `mtu` for a UDP datagram from `src`
+/// to `dst`.
+fn udp_too_big(src: SocketAddrV4, dst: SocketAddrV4, mtu: u16) -> Vec<u8> {
+    let mut quote = vec![0u8; 28];
+    Ipv4Repr::new(*src.ip(), *dst.ip(), IpProtocol::UDP, 20 + 8 + 1472)
+        .emit(&mut Ipv4Packet::new_unchecked(&mut quote[..20]), true);
+    quote[20..22].copy_from_slice(&src.port().to_be_bytes());
+    quote[22..24].copy_from_slice(&dst.port().to_be_bytes());
+    let mut icmp = vec![3, 4, 0, 0, 0, 0];
+    icmp.extend_from_slice(&mtu.to_be_bytes());
+    icmp.extend_from_slice(&quote);
+    icmp_from_router(icmp)
+}
+
+/// RFC 1191 §5 for UDP, as Linux's `__udp4_lib_err` takes a Datagram Too Big with path MTU
+/// discovery on: believed when it names a bound socket, it sets the destination's path MTU
+/// for every socket (and connection) to it; a socket connected to that destination fails
+/// its next call with EMSGSIZE, once. With DF set and no fragmentation, a datagram larger
+/// than the path MTU then fails at once (Linux's `IP_PMTUDISC_DO`) instead of vanishing
+/// on the way. One naming no bound socket teaches nothing.
+#[test]
+fn rfc1191_a_datagram_too_big_for_udp_sets_the_path_mtu() {
+    let mut t = Script::new(tcp_config());
+    let s = udp_connected(&mut t);
+    let u = t.stack.udp_bind(ours(6000)).unwrap();
+    let dns = SocketAddrV4::new(PEER, 53);
+    assert_eq!(t.stack.udp_send_to(u, &[0u8; 1472], dns), Ok(1472), "the link's MTU");
+    t.discard();
+    t.inject_raw(&udp_too_big(ours(5000), dns, 1280));
+    assert_eq!((t.stack.iface().path_mtu(PEER), t.stack.counters().pmtu_udp), (1280, 1));
+    assert_eq!(t.stack.udp_readable(s), Ok(true));
+    let mut buf = [0u8; 64];
+    assert_eq!(t.stack.udp_recv_from(s, &mut buf), Err(Error::MessageTooLong));
+    assert_eq!(t.stack.udp_readable(s), Ok(false), "reported once");
+    assert_eq!(t.stack.udp_readable(u), Ok(false), "an unconnected socket is not told");
+    assert_eq!(t.stack.udp_send_to(u, &[0u8; 1253], dns), Err(Error::MessageTooLong));
+    assert_eq!(t.stack.udp_send_to(u, &[0u8; 1252], dns), Ok(1252));
+    assert_eq!(t.stack.udp_send(s, &[0u8; 1252]), Ok(1252));
+    let other = Ipv4Addr::new(192, 168, 0, 3);
+    assert_eq!(t.stack.udp_send_to(u, &[0u8; 1472], SocketAddrV4::new(other, 53)), Ok(1472));
+    t.inject_raw(&udp_too_big(ours(7000), SocketAddrV4::new(other, 53), 600));
+    assert_eq!(t.stack.iface().path_mtu(other), 1500);
+    assert_eq!(t.stack.counters().pmtu_ignored, 1);
 }
 
 /// The time (ms) and what the stack sends next, stepping 1 ms at a time up to `limit`.

@@ -96,6 +96,7 @@ fn a_too_big_quoting_no_segment_in_flight_is_not_believed() {
     t.expect_nothing(6);
     assert_eq!(t.stack.tcp_info(c).unwrap().eff_mss, 1460);
     assert_eq!((t.stack.counters().pmtu_reductions, t.stack.counters().pmtu_ignored), (0, 3));
+    assert!(t.stack.iface().path_mtus().is_empty(), "an unbelieved message teaches the cache nothing");
 }
 
 /// The MTU is not taken below 552 (Linux `ip_rt_min_pmtu`; RFC 5927 §7.2: a forged message
@@ -139,4 +140,127 @@ fn other_too_bigs_change_nothing() {
     assert_eq!(t.stack.tcp_info(c).unwrap().eff_mss, 1460);
     let n = t.stack.counters();
     assert_eq!((n.pmtu_reductions, n.pmtu_ignored, n.icmp_ignored - ignored), (0, 3, 1));
+    // The believed one reported no MTU below the link's: nothing to remember either.
+    assert!(t.stack.iface().path_mtus().is_empty());
+}
+
+/// A second connection from the peer, from port `port`, accepted on the listener `l` of
+/// port 8080 (SYN with MSS 1460 and no other option); returns its handle and its ISS,
+/// relative to the first connection's.
+fn accept_another(t: &mut Script, l: ackclock::ListenerHandle, port: u16) -> (TcpHandle, u32) {
+    let at = t.ms();
+    t.inject(at, seg("S").peer_port(port).seq(PEER_ISS).win(WIN).mss(1460));
+    let synack = t.expect(at, seg("S.").any_options().ack(PEER_ISS + 1));
+    assert_eq!(synack.dst_port, port);
+    t.inject(at, seg(".").peer_port(port).seq(PEER_ISS + 1).ack(synack.seq + 1).win(WIN));
+    (t.stack.tcp_accept(l).expect("the second connection"), synack.seq)
+}
+
+/// RFC 1191 §5: the path MTU is kept per destination. After a Datagram Too Big for one
+/// connection, a connection opened later to the same peer sends segments of the learned
+/// size from its first one (its handshake's MSS still says 1460), instead of losing them
+/// to learn it again; it may never grow past the learned size while the estimate holds.
+#[test]
+fn a_later_connection_to_the_peer_starts_at_the_learned_size() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
+    t.discard();
+    let f = too_big(&t, LOCAL, 1, 1400);
+    t.at(5);
+    t.inject_raw(&f);
+    t.discard();
+    assert_eq!(t.stack.iface().path_mtus().get(PEER), Some(1400));
+    assert_eq!(t.stack.iface().path_mtu(PEER), 1400);
+    let (d, iss) = accept_another(&mut t, l, PEER_PORT + 1);
+    let info = t.stack.tcp_info(d).unwrap();
+    assert_eq!((info.smss, info.eff_mss), (1360, 1360));
+    t.stack.tcp_send(d, &[9u8; 2000]).unwrap();
+    let first = t.expect(6, seg(".").seq(iss + 1).ack(PEER_ISS + 1).win(WIN).len(1360));
+    assert_eq!(first.dst_port, PEER_PORT + 1);
+    t.expect(6, seg("P.").seq(iss + 1361).ack(PEER_ISS + 1).win(WIN).len(640));
+    t.expect_nothing(7);
+    assert_eq!(t.stack.counters().pmtu_reductions, 1);
+}
+
+/// A connection already open to the peer follows the learned size before it next sends
+/// (as Linux's sockets follow their route's MTU at their next send): it loses no segment of
+/// its own to the narrow path, and sends nothing again for it.
+#[test]
+fn an_open_connection_to_the_peer_follows_before_it_next_sends() {
+    let mut t = Script::new(tcp_config());
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    let (d, iss) = accept_another(&mut t, l, PEER_PORT + 1);
+    t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
+    t.discard();
+    let f = too_big(&t, LOCAL, 1, 1000);
+    t.at(5);
+    t.inject_raw(&f);
+    t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(960));
+    t.expect(5, seg("P.").seq(961).ack(PEER_ISS + 1).win(WIN).len(500));
+    assert_eq!(t.stack.tcp_info(d).unwrap().eff_mss, 1460, "idle: it has not looked yet");
+    t.stack.tcp_send(d, &[9u8; 1460]).unwrap();
+    t.expect(6, seg(".").seq(iss + 1).ack(PEER_ISS + 1).win(WIN).len(960));
+    t.expect(6, seg("P.").seq(iss + 961).ack(PEER_ISS + 1).win(WIN).len(500));
+    t.expect_nothing(7);
+    assert_eq!(t.stack.tcp_info(d).unwrap().eff_mss, 960);
+    let n = t.stack.counters();
+    assert_eq!((n.pmtu_reductions, n.pmtu_followed), (1, 1));
+}
+
+/// RFC 1191 §6.3: "a host MUST attempt to detect increases" and should not try before
+/// "at least 5 minutes, 10 minutes recommended"; Linux forgets the estimate after
+/// `ip_rt_mtu_expires`, 600 s. Until then the connection sends at the learned size; from
+/// then on at the size its handshake set, its own and any other connection to the peer.
+#[test]
+fn the_estimate_expires_after_ten_minutes_and_the_size_grows_back() {
+    let (mut t, c) = sending(1460);
+    t.discard();
+    let f = too_big(&t, LOCAL, 1, 1400);
+    t.at(5);
+    t.inject_raw(&f);
+    t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1360));
+    t.expect(5, seg("P.").seq(1361).ack(PEER_ISS + 1).win(WIN).len(100));
+    t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1461).win(WIN));
+    // 599.9 s after the message: still the learned size.
+    t.at(600_004);
+    t.stack.tcp_send(c, &[1u8; 1460]).unwrap();
+    t.expect(600_004, seg(".").seq(1461).ack(PEER_ISS + 1).win(WIN).len(1360));
+    t.expect(600_004, seg("P.").seq(2821).ack(PEER_ISS + 1).win(WIN).len(100));
+    t.inject(600_004, seg(".").seq(PEER_ISS + 1).ack(2921).win(WIN));
+    assert_eq!(t.stack.iface().path_mtus().get(PEER), Some(1400));
+    // Ten minutes after it: forgotten (the stack polled then), and the connection's size
+    // is its handshake's again.
+    t.expect_nothing(600_005);
+    t.stack.tcp_send(c, &[2u8; 1460]).unwrap();
+    t.expect(600_005, seg("P.").seq(2921).ack(PEER_ISS + 1).win(WIN).len(1460));
+    t.expect_nothing(600_006);
+    assert_eq!(t.stack.iface().path_mtus().get(PEER), None);
+    assert_eq!(t.stack.tcp_info(c).unwrap().smss, 1460);
+    assert_eq!(t.stack.counters().pmtu_followed, 1);
+    assert_eq!(t.stack.iface().path_mtus().counts(), (1, 1, 0));
+}
+
+/// With the cache off (capacity 0) a Datagram Too Big still lowers its own connection
+/// (RFC 1191 §6.1), and nothing else learns it.
+#[test]
+fn without_a_cache_each_connection_learns_alone() {
+    let mut cfg = stack_config();
+    cfg.tcp = tcp_config();
+    cfg.iface.path_mtu.capacity = 0;
+    let mut t = Script::with_config(cfg, ackclock::phy::Capabilities::ethernet(1500));
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
+    t.discard();
+    let f = too_big(&t, LOCAL, 1, 1400);
+    t.at(5);
+    t.inject_raw(&f);
+    t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1360));
+    t.discard();
+    let (d, _) = accept_another(&mut t, l, PEER_PORT + 1);
+    assert_eq!(t.stack.tcp_info(d).unwrap().eff_mss, 1460);
+    assert!(t.stack.iface().path_mtus().is_empty());
 }

@@ -1,6 +1,6 @@
-//! ICMP at the interface: echo requests answered, a Datagram Too Big (RFC 1191) handed to
-//! TCP and any other Destination Unreachable, or a Time Exceeded, quoting our TCP or UDP to
-//! the transport layer (RFC 1122 §3.2.2.1, §4.1.3.3, §4.2.3.9), everything else counted
+//! ICMP at the interface: echo requests answered, a Datagram Too Big (RFC 1191) and any
+//! other Destination Unreachable, or a Time Exceeded, quoting our TCP or UDP handed to the
+//! transport layer (RFC 1122 §3.2.2.1, §4.1.3.3, §4.2.3.9), everything else counted
 //! and ignored.
 
 use super::{Ingress, Interface};
@@ -13,16 +13,19 @@ use crate::wire::{EthernetAddress, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Pac
 use core::net::{Ipv4Addr, SocketAddrV4};
 
 /// An ICMP "fragmentation needed and DF set" (RFC 792; RFC 1191's Datagram Too Big) that
-/// quotes a TCP segment this host sent: the connection the quote names, the quoted
-/// segment's sequence number, and the MTU the router reported. TCP checks the sequence
-/// number against what it has in flight before it believes the MTU (RFC 5927 §4.1).
+/// quotes a TCP segment or UDP datagram this host sent: the socket pair the quote names,
+/// the quoted TCP segment's sequence number, and the MTU the router reported. TCP checks
+/// the sequence number against what it has in flight before it believes the MTU (RFC 5927
+/// §4.1); UDP, which has none, believes one that names a bound socket, as Linux does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooBig {
+    /// TCP or UDP.
+    pub protocol: IpProtocol,
     /// The quoted datagram's source: our end of the connection.
     pub local: SocketAddrV4,
     /// The quoted datagram's destination: the peer.
     pub remote: SocketAddrV4,
-    /// The quoted segment's sequence number.
+    /// The quoted TCP segment's sequence number (0 for UDP).
     pub seq: u32,
     /// The next-hop MTU (RFC 1191 §4); 0 from a router older than RFC 1191.
     pub mtu: u16,
@@ -83,7 +86,7 @@ impl Unreachable {
 
 impl Interface {
     /// An ICMP message for us: an echo request is answered; a Datagram Too Big quoting a TCP
-    /// segment from us goes up as [`Ingress::TooBig`], any other Destination Unreachable
+    /// segment or UDP datagram from us goes up as [`Ingress::TooBig`], any other Destination Unreachable
     /// or Time Exceeded quoting a TCP segment or UDP datagram from us as
     /// [`Ingress::Unreachable`] (TCP and UDP believe it only for what they have in flight or
     /// are connected to, RFC 5927). Everything else (echo replies, unknown types) is
@@ -164,10 +167,14 @@ impl Interface {
         Some(Ingress::Unreachable(Unreachable { protocol, local, remote, seq, code, time_exceeded }))
     }
 
-    /// The connection a Datagram Too Big names: its quote must be a TCP segment of ours.
+    /// The socket pair a Datagram Too Big names: its quote must be a TCP segment or UDP
+    /// datagram of ours.
     fn too_big(&self, mtu: u16, quote: &[u8]) -> Option<TooBig> {
         match self.quoted(quote)? {
-            (IpProtocol::TCP, local, remote, seq) => Some(TooBig { local, remote, seq, mtu }),
+            (protocol @ (IpProtocol::TCP | IpProtocol::UDP), local, remote, seq) => {
+                let seq = if protocol == IpProtocol::TCP { seq } else { 0 };
+                Some(TooBig { protocol, local, remote, seq, mtu })
+            }
             _ => None,
         }
     }

@@ -12,12 +12,14 @@
 
 pub mod arp;
 mod icmp;
+pub mod pmtu;
 mod prebuilt;
 
 pub use icmp::{TooBig, Unreachable, UnreachableError};
 pub use prebuilt::Prebuilt;
 
 pub use arp::{ArpCache, ArpConfig, CachedHop};
+pub use pmtu::{PathMtuCache, PathMtuConfig};
 
 use crate::buf::{BufError, Flags, PBuf, Pool};
 use crate::phy::{Batch, Capabilities};
@@ -44,6 +46,8 @@ pub struct InterfaceConfig {
     pub ttl: u8,
     /// Settings of the neighbour (ARP) cache.
     pub arp: ArpConfig,
+    /// Settings of the path MTU cache (RFC 1191 §5, §6.3).
+    pub path_mtu: PathMtuConfig,
     /// Take TCP segments addressed to any unicast IPv4 address, not only `addr`, and answer
     /// from the address they were sent to: a transparent proxy's interface (tun2socks-style),
     /// where the host routes whole networks to the stack. ICMP and ARP stay `addr`'s.
@@ -62,6 +66,7 @@ impl InterfaceConfig {
             gateway: None,
             ttl: 64,
             arp: ArpConfig::default(),
+            path_mtu: PathMtuConfig::default(),
             any_destination: false,
         }
     }
@@ -100,8 +105,8 @@ pub enum Ingress {
     /// facts a TCP segment has), and the length of the IPv4 header in front of it, which
     /// an ICMP error quotes.
     Udp(TcpIngress, usize),
-    /// An ICMP Datagram Too Big quoting one of our TCP segments (path MTU discovery,
-    /// RFC 1191).
+    /// An ICMP Datagram Too Big quoting one of our TCP segments or UDP datagrams (path MTU
+    /// discovery, RFC 1191).
     TooBig(TooBig),
     /// Any other ICMP Destination Unreachable quoting one of our TCP segments or UDP
     /// datagrams.
@@ -174,6 +179,8 @@ pub struct Interface {
     addr_word: u32,
     /// The neighbour cache that resolves next hops to Ethernet addresses.
     pub(crate) arp: ArpCache,
+    /// What Datagram Too Big messages taught per destination.
+    pub(crate) pmtu: PathMtuCache,
     ip_ident: u16,
 }
 
@@ -192,7 +199,16 @@ impl Interface {
             false => u64::MAX,
         };
         let addr_word = u32::from_ne_bytes(config.addr.octets());
-        Interface { config, caps, mask, mac_word, addr_word, arp: ArpCache::new(config.arp), ip_ident: 0 }
+        Interface {
+            config,
+            caps,
+            mask,
+            mac_word,
+            addr_word,
+            arp: ArpCache::new(config.arp),
+            pmtu: PathMtuCache::new(config.path_mtu),
+            ip_ident: 0,
+        }
     }
 
     /// The interface's settings.
@@ -203,6 +219,26 @@ impl Interface {
     /// The ARP cache, to look at (entries, frames parked for a next hop, counters).
     pub fn arp(&self) -> &ArpCache {
         &self.arp
+    }
+
+    /// The path MTU cache: what Datagram Too Big messages taught about each destination.
+    pub fn path_mtus(&self) -> &PathMtuCache {
+        &self.pmtu
+    }
+
+    /// The IPv4 MTU towards `dst`: the link's, or less while a Datagram Too Big's estimate
+    /// for it holds (RFC 1191).
+    pub fn path_mtu(&self, dst: Ipv4Addr) -> usize {
+        let link = self.caps.mtu;
+        self.pmtu.get(dst).map_or(link, |m| link.min(m as usize))
+    }
+
+    /// A believed Datagram Too Big reported `mtu` towards `dst`: kept as the destination's
+    /// estimate, floored at [`pmtu::MIN_PMTU`], if below the link's MTU (see
+    /// [`PathMtuCache::learn`]). Returns whether an estimate changed.
+    pub(crate) fn learn_path_mtu(&mut self, now: Instant, dst: Ipv4Addr, mtu: u16) -> bool {
+        let mtu = mtu.max(pmtu::MIN_PMTU);
+        (mtu as usize) < self.caps.mtu && self.pmtu.learn(now, dst, mtu)
     }
 
     /// A permanent ARP entry: `ip` is at `mac` and is never asked for (as `ip neigh add ...

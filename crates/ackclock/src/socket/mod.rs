@@ -283,7 +283,8 @@ impl Stack {
     /// (as `send(2)` of no bytes); before, or after an error, the same error as any send.
     pub fn tcp_send(&mut self, h: TcpHandle, data: &[u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
-        Ok(self.tcp.send(idx, data, &self.pool, !self.iface.capabilities().tx_checksum)?)
+        let sum = !self.iface.capabilities().tx_checksum;
+        Ok(self.tcp.send(idx, data, &self.pool, &self.iface, sum)?)
     }
 
     /// [`tcp_send`](Self::tcp_send) for urgent data (RFC 9293 §3.8.5, the SEND call's
@@ -294,7 +295,8 @@ impl Stack {
     /// and FTP's interrupts).
     pub fn tcp_send_urgent(&mut self, h: TcpHandle, data: &[u8]) -> Result<usize, Error> {
         let idx = self.conn(h)?;
-        Ok(self.tcp.send_urgent(idx, data, &self.pool, !self.iface.capabilities().tx_checksum)?)
+        let sum = !self.iface.capabilities().tx_checksum;
+        Ok(self.tcp.send_urgent(idx, data, &self.pool, &self.iface, sum)?)
     }
 
     /// Queue bytes that `fill` writes straight into the send queue's packet buffers, for a
@@ -307,7 +309,7 @@ impl Stack {
     /// is computed when they are sent (or left to the device with segmentation offload).
     pub fn tcp_send_with(&mut self, h: TcpHandle, mut fill: impl FnMut(&mut [u8]) -> usize) -> Result<usize, Error> {
         let idx = self.conn(h)?;
-        let queued = self.tcp.send_with(idx, &self.pool, usize::MAX, |buf, room| {
+        let queued = self.tcp.send_with(idx, &self.pool, &self.iface, usize::MAX, |buf, room| {
             let old = buf.len();
             let Ok(space) = buf.append(room) else { return 0 };
             let n = fill(space).min(room);

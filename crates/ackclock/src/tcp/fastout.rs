@@ -169,6 +169,10 @@ pub(super) fn send_new(env: &mut Env, tcb: &mut Tcb) -> (bool, bool) {
     {
         return (false, false);
     }
+    // The path MTU estimates changed since this connection last looked (`pmtu::follow`).
+    if tcb.pmtu_gen != env.iface.pmtu.generation() {
+        super::pmtu::follow(env.iface, tcb, env.counters);
+    }
     let mss = tcb.eff_mss as u32;
     // Only ACKs and timers move the windows: one read each per pass.
     let limit = tcb.snd_wnd.min(tcb.cwnd());

@@ -78,6 +78,10 @@ pub(crate) fn output(env: &mut Env, tcb: &mut Tcb) {
 /// SACK recovery picks) and the FIN. Returns whether anything went out.
 fn send_owed(env: &mut Env, tcb: &mut Tcb) -> bool {
     let mut sent = false;
+    // The path MTU estimates changed since this connection last looked (`pmtu::follow`).
+    if tcb.pmtu_gen != env.iface.pmtu.generation() {
+        super::pmtu::follow(env.iface, tcb, env.counters);
+    }
     // RFC 5681 §4.1: after an idle period longer than an RTO, restart from at most the
     // initial window instead of bursting a stale cwnd.
     if tcb.snd_max == tcb.snd_una

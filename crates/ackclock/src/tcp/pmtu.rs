@@ -13,25 +13,29 @@
 //! (Linux `tcp_simple_retransmit`). Segments already queued at the old size are cut when
 //! they go (`output::send_data`), unless the device cuts them (segmentation offload).
 //!
-//! The size is not raised again later (RFC 1191 §6.3's probes), and a new connection to
-//! the same peer starts from its own MSS exchange: the stack keeps no per-destination cache.
+//! A believed message also teaches the interface's path MTU cache (`iface::pmtu`, RFC 1191
+//! §5): a connection opened later to the same peer starts at the learned size, and one
+//! already open follows before it next sends ([`follow`]), without waiting to lose a
+//! segment of its own. When the estimate expires (RFC 1191 §6.3, 10 minutes) the
+//! connections to the peer grow back to the size their handshake set; if the path is still
+//! narrow, the next Datagram Too Big lowers them again.
 
 use super::recovery;
 use super::seq::SeqNumber;
 use super::sndq;
-use super::tcb::{FourTuple, State};
+use super::tcb::{FourTuple, State, Tcb};
 use super::Tcp;
-use crate::iface::TooBig;
-
-/// The smallest path MTU a Datagram Too Big may set (Linux `ip_rt_min_pmtu`: 512 + 20 + 20).
-pub(crate) const MIN_PMTU: u16 = 552;
+use crate::iface::pmtu::MIN_PMTU;
+use crate::iface::{Interface, TooBig};
+use crate::stats::Counters;
+use crate::time::Instant;
 
 /// IPv4 and TCP headers without options: what a segment's MSS leaves out of the MTU.
 const HEADERS: u16 = 20 + 20;
 
 impl Tcp {
     /// A Datagram Too Big for one of this stack's TCP segments (see the module).
-    pub(crate) fn path_mtu(&mut self, msg: TooBig) {
+    pub(crate) fn path_mtu(&mut self, now: Instant, msg: TooBig, iface: &mut Interface) {
         let tuple = FourTuple {
             local_addr: *msg.local.ip(),
             local_port: msg.local.port(),
@@ -46,8 +50,16 @@ impl Tcp {
         let seq = SeqNumber(msg.seq);
         let in_flight = tcb.snd_una <= seq && seq < tcb.snd_max;
         let sending = tcb.state.is_synchronized() && tcb.state != State::TimeWait;
-        let smss = msg.mtu.max(MIN_PMTU) - HEADERS;
-        if !in_flight || !sending || smss >= tcb.smss {
+        if !in_flight || !sending {
+            self.counters.pmtu_ignored += 1;
+            return;
+        }
+        // Believed: the destination's estimate too (lowered only; Linux updates the route
+        // whatever the socket's own size).
+        let mtu = msg.mtu.max(MIN_PMTU);
+        iface.learn_path_mtu(now, tuple.remote_addr, mtu);
+        let smss = bounded(iface, tcb).min(mtu - HEADERS);
+        if smss >= tcb.smss {
             self.counters.pmtu_ignored += 1;
             return;
         }
@@ -64,4 +76,31 @@ impl Tcp {
         sndq::go_back_to_una(tcb);
         self.mark_dirty(idx);
     }
+}
+
+/// The send MSS `tcb` may use towards its peer now: what its handshake set (`mss_clamp`),
+/// bounded by the path MTU the interface holds for the peer. Notes the cache's generation
+/// as followed.
+pub(crate) fn bounded(iface: &Interface, tcb: &mut Tcb) -> u16 {
+    tcb.pmtu_gen = iface.pmtu.generation();
+    let mtu = iface.path_mtu(tcb.tuple.remote_addr).clamp(MIN_PMTU as usize, u16::MAX as usize) as u16;
+    tcb.mss_clamp.min(mtu - HEADERS)
+}
+
+/// Before a synchronized connection cuts bytes into segments (a write) or sends, when the
+/// interface's path MTU estimates changed since it last looked (another connection's
+/// Datagram Too Big, or an estimate's expiry): take its peer's again. A lower one applies
+/// to the segments from now on (Linux's `tcp_current_mss` on a cookie mismatch: what is in
+/// flight is not sent again); one that expired lets the size grow back to what the
+/// handshake set (RFC 1191 §6.3).
+#[cold]
+#[inline(never)]
+pub(crate) fn follow(iface: &Interface, tcb: &mut Tcb, counters: &mut Counters) {
+    let smss = bounded(iface, tcb);
+    if smss == tcb.smss {
+        return;
+    }
+    counters.pmtu_followed += 1;
+    tcb.set_smss(smss);
+    tcb.cc.set_smss(tcb.eff_mss as u32);
 }

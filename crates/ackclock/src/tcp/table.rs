@@ -238,6 +238,8 @@ impl Tcp {
             rcv_fin: None,
             smss: rmss,
             rmss,
+            mss_clamp: rmss,
+            pmtu_gen: 0,
             eff_mss: eff,
             ts_enabled: false,
             ts_recent: 0,

@@ -385,6 +385,12 @@ pub(crate) struct Tcb {
     pub smss: u16,
     /// MSS we advertised.
     pub rmss: u16,
+    /// What `smss` may grow back to when a path MTU estimate expires: the peer's MSS
+    /// bounded by ours, as the handshake set it (Linux `mss_clamp`).
+    pub mss_clamp: u16,
+    /// The interface's path MTU generation `smss` last followed (Linux's
+    /// `icsk_pmtu_cookie`, `pmtu::follow`).
+    pub pmtu_gen: u32,
     /// Payload per full-sized segment: `smss` less the options every segment carries.
     pub eff_mss: u16,
     pub ts_enabled: bool,

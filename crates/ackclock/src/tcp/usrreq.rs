@@ -9,6 +9,7 @@ use super::tcb::{self, ConnError};
 use super::SocketOptions;
 use super::{trace, DropReason, FourTuple, Io, Listener, State, Tcp, TcpInfo};
 use crate::buf::{FreeChain, PBuf, Pool};
+use crate::iface::Interface;
 use crate::time::Instant;
 use crate::wire::checksum;
 use core::net::Ipv4Addr;
@@ -231,9 +232,16 @@ impl Tcp {
 
     /// Queue application bytes: copied once into pbufs, summed during the copy if `sum` (not
     /// when the device completes the checksums, `output::partial_sums`).
-    pub(crate) fn send(&mut self, idx: u32, data: &[u8], pool: &Pool, sum: bool) -> Result<usize, RequestError> {
+    pub(crate) fn send(
+        &mut self,
+        idx: u32,
+        data: &[u8],
+        pool: &Pool,
+        iface: &Interface,
+        sum: bool,
+    ) -> Result<usize, RequestError> {
         let mut rest = data;
-        self.send_with(idx, pool, data.len(), |buf, room| {
+        self.send_with(idx, pool, iface, data.len(), |buf, room| {
             let n = room.min(rest.len());
             // Cannot fail: `room` fits the tailroom and the buffer is unique.
             let _ = match sum {
@@ -248,8 +256,15 @@ impl Tcp {
     /// [`send`](Self::send), the bytes urgent (RFC 9293 §3.9.1.2, SEND with the URGENT
     /// flag): SND.UP moves to the octet after the last byte taken, and the segments below
     /// it carry URG and the urgent pointer until the peer acknowledges it.
-    pub(crate) fn send_urgent(&mut self, idx: u32, data: &[u8], pool: &Pool, sum: bool) -> Result<usize, RequestError> {
-        let n = self.send(idx, data, pool, sum)?;
+    pub(crate) fn send_urgent(
+        &mut self,
+        idx: u32,
+        data: &[u8],
+        pool: &Pool,
+        iface: &Interface,
+        sum: bool,
+    ) -> Result<usize, RequestError> {
+        let n = self.send(idx, data, pool, iface, sum)?;
         if n > 0 {
             if let Some(t) = self.tcb_mut(idx) {
                 t.snd_up = Some(t.snd_end);
@@ -267,6 +282,7 @@ impl Tcp {
         &mut self,
         idx: u32,
         pool: &Pool,
+        iface: &Interface,
         limit: usize,
         mut fill: impl FnMut(&mut PBuf, usize) -> usize,
     ) -> Result<usize, RequestError> {
@@ -298,6 +314,11 @@ impl Tcp {
         room = room.min(limit);
         let mut copied = 0;
         let mut starved = false;
+        // The bytes are cut into segments now: at the path MTU as it stands (Linux's
+        // `tcp_send_mss`; `pmtu::follow`).
+        if tcb.pmtu_gen != iface.pmtu.generation() {
+            super::pmtu::follow(iface, tcb, counters);
+        }
         let seg_size = output::send_unit(tcb, self.gso_max);
         while room > 0 {
             // Fill the unsent tail segment first (Afterburner: "send tries to fill the

@@ -81,7 +81,9 @@ pub enum UdpError {
     InvalidHandle,
     /// Port 0 as a destination, a source the socket may not use, a broadcast destination.
     InvalidArgument,
-    /// The datagram does not fit the link MTU (no fragmentation).
+    /// The datagram does not fit the link MTU, or the path MTU a Datagram Too Big
+    /// reported for its destination (no fragmentation); or such a message answered a
+    /// datagram sent on this connected socket (Linux's EMSGSIZE).
     MessageTooLong,
     /// No route to the destination (off-link, no gateway).
     Unreachable,
@@ -381,6 +383,25 @@ impl Udp {
         true
     }
 
+    /// A Datagram Too Big quoting a datagram we sent, as Linux's `__udp4_lib_err` takes one:
+    /// believed if a socket is bound where the quote says it came from (UDP has no sequence
+    /// number to check it by; the MTU's floor of 552 bounds what a forged one can do,
+    /// RFC 5927 §7.2), and a socket connected to the quoted destination fails its next
+    /// call with [`UdpError::MessageTooLong`] once (EMSGSIZE). Returns whether it was
+    /// believed: the caller keeps the destination's path MTU.
+    pub(crate) fn too_big(&mut self, msg: crate::iface::TooBig) -> bool {
+        let (ip, port) = (*msg.local.ip(), msg.local.port());
+        let bound = self.binds.get(&(ip, port)).or_else(|| self.binds.get(&(Ipv4Addr::UNSPECIFIED, port)));
+        let Some(s) = bound.copied().and_then(|idx| self.slots.get_mut(idx as usize)).and_then(|s| s.socket.as_mut())
+        else {
+            return false;
+        };
+        if s.peer == Some(msg.remote) {
+            s.error = Some(UdpError::MessageTooLong);
+        }
+        true
+    }
+
     /// A received datagram (its view the UDP header and what follows, up to the IP total
     /// length): queue it for its socket, or answer with ICMP port unreachable.
     #[allow(clippy::too_many_arguments)]
@@ -568,8 +589,10 @@ impl Udp {
         if to.port() == 0 || from.port() == 0 || to.ip().is_broadcast() || to.ip().is_unspecified() {
             return Err(UdpError::InvalidArgument);
         }
-        let mtu = iface.capabilities().mtu;
-        if data.len() + crate::wire::udp::HEADER_LEN + 20 > mtu {
+        // No fragmentation, and DF set: a datagram larger than the path MTU would be lost
+        // on the way, so it fails here (Linux's `IP_PMTUDISC_DO`), against the link's MTU
+        // or a smaller one a Datagram Too Big taught for the destination.
+        if data.len() + crate::wire::udp::HEADER_LEN + 20 > iface.path_mtu(*to.ip()) {
             return Err(UdpError::MessageTooLong);
         }
         let mut buf = pool.alloc().map_err(|_| {

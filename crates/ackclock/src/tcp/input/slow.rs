@@ -98,6 +98,10 @@ pub(crate) fn syn_sent(env: &mut Env, tcb: &mut Tcb, seg: &Segment, payload: PBu
 pub(crate) fn negotiate(env: &mut Env, tcb: &mut Tcb, seg: &Segment) {
     // RFC 9293 §3.7.1: 536 when the option is absent (RFC 9293 §3.7.1, RFC 6691).
     tcb.smss = seg.mss.unwrap_or(536).clamp(64, tcb.rmss.max(64));
+    // A path MTU learned from another connection to the peer bounds this one from the
+    // start (RFC 1191 §5); what the handshake set is what it may grow back to.
+    tcb.mss_clamp = tcb.smss;
+    tcb.smss = super::super::pmtu::bounded(env.iface, tcb);
     match seg.wscale {
         Some(ws) if env.config.window_scaling => {
             tcb.snd_wscale = ws.min(14);
