@@ -30,14 +30,24 @@
 //! port). A router's output queue is the sending end's queue of the link it forwards onto.
 //! Frames with no route, or whose route leads back out of the port they came in on (a
 //! gratuitous ARP), are dropped and counted.
+//!
+//! Links may differ in MTU. A router does not fragment: an IPv4 packet longer than the
+//! output link's MTU is dropped, and if it has Don't Fragment set and the router has an
+//! address of its own ([`World::add_router_at`]), answered with an ICMP Datagram Too Big
+//! naming that MTU (RFC 1191 §3, RFC 1812 §5.2.7.1), sent back out of the port it came in
+//! on. A router without an address drops it silently: a path MTU black hole (RFC 2923 §2.1).
 
 use super::link::{Link, LinkConfig, LinkStats, Side};
-use crate::buf::PBuf;
+use crate::buf::{PBuf, Pool, PoolConfig, DEFAULT_HEADROOM};
 use crate::iface::InterfaceConfig;
 use crate::phy::{Batch, Capabilities, Capture, PcapWriter, Resolution};
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
-use crate::wire::{ArpPacket, EtherType, EthernetFrame, Ipv4Packet};
+use crate::wire::icmpv4::DstUnreachable;
+use crate::wire::{
+    ArpPacket, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol,
+    Ipv4Packet, Ipv4Repr,
+};
 use crate::{Stack, StackConfig};
 use core::fmt;
 use core::net::Ipv4Addr;
@@ -83,6 +93,11 @@ pub struct RouterStats {
     pub no_route: u64,
     /// Neither a parsable IPv4 nor ARP packet.
     pub malformed: u64,
+    /// IPv4 packets longer than the output link's MTU: dropped (no fragmentation).
+    pub too_big: u64,
+    /// ICMP Datagram Too Big messages sent for them (Don't Fragment set, and the router
+    /// has an address).
+    pub icmp_too_big: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +132,10 @@ struct Router {
     routes: Vec<(u32, usize)>,
     rx: Batch,
     stats: RouterStats,
+    /// The source of its ICMP messages; none: it sends none.
+    addr: Option<Ipv4Addr>,
+    /// Buffers for its ICMP messages, made at the first.
+    pool: Option<Pool>,
 }
 
 #[derive(Debug)]
@@ -202,14 +221,27 @@ impl World {
         self.add_stack(host_config(addr, prefix_len, seed))
     }
 
-    /// Add a router (no ports until connected).
+    /// Add a router (no ports until connected), without an address: it drops a packet
+    /// too long for the output link without a word (a path MTU black hole).
     pub fn add_router(&mut self) -> NodeId {
         self.push(Node::Router(Router {
             ports: Vec::new(),
             routes: Vec::new(),
             rx: Batch::with_capacity(64),
             stats: RouterStats::default(),
+            addr: None,
+            pool: None,
         }))
+    }
+
+    /// Add a router with address `addr`, the source of the ICMP Datagram Too Big messages
+    /// it sends for packets too long for the output link (see the module documentation).
+    pub fn add_router_at(&mut self, addr: Ipv4Addr) -> NodeId {
+        let id = self.add_router();
+        if let Node::Router(r) = &mut self.nodes[id.index()] {
+            r.addr = Some(addr);
+        }
+        id
     }
 
     fn push(&mut self, node: Node) -> NodeId {
@@ -529,12 +561,79 @@ impl Router {
         match self.routes.binary_search_by_key(&dst.to_bits(), |e| e.0) {
             Ok(i) if self.routes[i].1 != arrived_on => {
                 let out = self.ports[self.routes[i].1];
+                let mtu = links[out.link].config().mtu;
+                if let Some(df) = too_long(frame.data(), mtu) {
+                    self.stats.too_big += 1;
+                    if df {
+                        self.too_big(links, t, &frame, mtu, arrived_on);
+                    }
+                    return;
+                }
                 self.stats.forwarded += 1;
                 links[out.link].send(t, out.side, frame);
             }
             _ => self.stats.no_route += 1,
         }
     }
+
+    /// An ICMP Datagram Too Big for `frame`, naming the next hop's `mtu` (RFC 1191 §3),
+    /// from the router's address to the packet's source, back out of port `arrived_on`; the
+    /// Ethernet header answers the frame's. Nothing without an address, or without a buffer.
+    fn too_big(&mut self, links: &mut [Link], t: Instant, frame: &PBuf, mtu: usize, arrived_on: usize) {
+        let Some(addr) = self.addr else { return };
+        let Ok(eth) = EthernetFrame::new_checked(frame.data()) else { return };
+        let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { return };
+        // The quote: the IPv4 header and the first 8 bytes of its payload (RFC 792).
+        let quoted = &eth.payload()[..(ip.header_len() + 8).min(ip.total_len() as usize)];
+        let next_hop_mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+        let msg = Icmpv4Repr::DstUnreachable { reason: DstUnreachable::FRAG_NEEDED, next_hop_mtu, header: quoted };
+        let ip_out = Ipv4Repr {
+            src_addr: addr,
+            dst_addr: ip.src_addr(),
+            protocol: IpProtocol::ICMP,
+            payload_len: msg.buffer_len(),
+            ttl: 64,
+            ident: 0,
+            dont_frag: false,
+            dscp_ecn: 0,
+            fragment: None,
+        };
+        let a = addr.octets();
+        let eth_out = EthernetRepr {
+            src_addr: EthernetAddress([0x02, 0xfe, a[0], a[1], a[2], a[3]]),
+            dst_addr: eth.src_addr(),
+            ethertype: EtherType::IPV4,
+            vlan_id: None,
+        };
+        let pool = match &self.pool {
+            Some(p) => p,
+            None => {
+                let config =
+                    PoolConfig { buffers: 64, buffer_size: DEFAULT_HEADROOM + 128, headroom: DEFAULT_HEADROOM };
+                let Ok(p) = Pool::new(config) else { return };
+                self.pool.insert(p)
+            }
+        };
+        let Ok(mut out) = pool.alloc() else { return };
+        let (l2, l3) = (eth_out.header_len(), ip_out.header_len());
+        let Ok(bytes) = out.append(l2 + l3 + msg.buffer_len()) else { return };
+        eth_out.emit(&mut EthernetFrame::new_unchecked(&mut bytes[..]));
+        ip_out.emit(&mut Ipv4Packet::new_unchecked(&mut bytes[l2..l2 + l3]), true);
+        msg.emit(&mut Icmpv4Packet::new_unchecked(&mut bytes[l2 + l3..]));
+        self.stats.icmp_too_big += 1;
+        let back = self.ports[arrived_on];
+        links[back.link].send(t, back.side, out);
+    }
+}
+
+/// For an IPv4 frame whose packet is longer than `mtu`: whether Don't Fragment is set.
+fn too_long(frame: &[u8], mtu: usize) -> Option<bool> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::IPV4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    (ip.total_len() as usize > mtu).then(|| ip.dont_frag())
 }
 
 /// The address a frame is forwarded by: IPv4 destination, or ARP target.
