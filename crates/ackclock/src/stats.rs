@@ -172,6 +172,9 @@ counters! {
         /// path MTU learned (RFC 1191 §5), and a socket connected to it told (Linux's
         /// EMSGSIZE).
         pmtu_udp,
+        /// Connections that lowered their segment size after repeated retransmission
+        /// timeouts, suspecting a path MTU black hole (`TcpConfig::mtu_probing`).
+        mtu_black_holes,
         /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).
         syn_cookies_sent,
         /// Handshake ACKs whose SYN cookie was valid: connections rebuilt from a cookie.

@@ -264,3 +264,38 @@ fn without_a_cache_each_connection_learns_alone() {
     assert_eq!(t.stack.tcp_info(d).unwrap().eff_mss, 1460);
     assert!(t.stack.iface().path_mtus().is_empty());
 }
+
+/// RFC 4821 §1 / RFC 2923 §2.1: a path that drops full-size segments without a Datagram
+/// Too Big. With `mtu_probing` (Linux `tcp_mtu_probing` = 1) the third retransmission
+/// timeout in a row (Linux `tcp_retries1`) lowers the size to 1,024 bytes (Linux
+/// `tcp_base_mss`) and resends from SND.UNA in it; the next timeout halves it (and no
+/// further than 512). Without the option the segments stay full size.
+#[test]
+fn rfc4821_repeated_timeouts_suspect_a_black_hole() {
+    for probing in [false, true] {
+        let mut cfg = tcp_config();
+        cfg.mtu_probing = probing;
+        let mut t = Script::new(cfg);
+        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+        let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+        t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
+        let mut sent = vec![];
+        for (ms, s) in t.run_to(20_000) {
+            assert_eq!(s.seq, 1, "only retransmissions from SND.UNA");
+            sent.push((ms, s.len));
+        }
+        let sizes: Vec<usize> = sent.iter().map(|&(_, n)| n).collect();
+        if probing {
+            // The RTO (200 ms here) backing off: the segment and two retransmissions at
+            // full size; the third timeout's at 1,024; the fourth's and later at 512.
+            let at: Vec<u64> = sent.iter().map(|&(ms, _)| ms).collect();
+            assert_eq!(at, [1, 201, 601, 1401, 3001, 6201, 12601]);
+            assert_eq!(sizes, [1460, 1460, 1460, 1024, 512, 512, 512], "{sent:?}");
+            assert_eq!(t.stack.counters().mtu_black_holes, 2);
+            assert_eq!(t.stack.tcp_info(c).unwrap().smss, 512);
+        } else {
+            assert!(sizes.iter().all(|&n| n == 1460), "{sent:?}");
+            assert_eq!(t.stack.counters().mtu_black_holes, 0);
+        }
+    }
+}

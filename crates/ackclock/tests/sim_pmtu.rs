@@ -3,7 +3,7 @@
 
 /// Named `sim` so that `cargo test sim` selects these tests.
 mod sim {
-    use ackclock::sim::{LinkConfig, NodeId, World};
+    use ackclock::sim::{host_config, LinkConfig, NodeId, World};
     use ackclock::time::{Duration, Instant};
     use core::net::{Ipv4Addr, SocketAddrV4};
 
@@ -14,8 +14,15 @@ mod sim {
     /// A, a first router (with address `first`, if any), a second, and B; the link
     /// between the routers carries 1280-byte packets.
     fn narrow_path(seed: u64, first: Option<Ipv4Addr>) -> (World, NodeId, NodeId, NodeId) {
+        narrow_path_probing(seed, first, false)
+    }
+
+    /// [`narrow_path`], A's black hole detection (`TcpConfig::mtu_probing`) as given.
+    fn narrow_path_probing(seed: u64, first: Option<Ipv4Addr>, probing: bool) -> (World, NodeId, NodeId, NodeId) {
         let mut w = World::new(seed);
-        let a = w.add_host(A, 24);
+        let mut config = host_config(A, 24, seed);
+        config.tcp.mtu_probing = probing;
+        let a = w.add_stack(config);
         let r1 = match first {
             Some(addr) => w.add_router_at(addr),
             None => w.add_router(),
@@ -94,5 +101,17 @@ mod sim {
         assert!(r.too_big >= 10 && r.icmp_too_big == 0, "{r:?}");
         assert!(r.forwarded >= 3, "the handshake crossed: {r:?}");
         assert_eq!(w.stack(a).iface().path_mtu(B), 1500);
+    }
+
+    /// The same black hole, with A's black hole detection on (Linux `tcp_mtu_probing` =
+    /// 1): after three timeouts in a row A sends 1,024-byte segments, which the narrow link
+    /// carries, and the transfer completes.
+    #[test]
+    fn black_hole_detection_gets_through_a_router_that_sends_no_icmp() {
+        let (mut w, a, r1, b) = narrow_path_probing(23, None, true);
+        let n = 200_000;
+        assert_eq!(transfer(&mut w, a, b, 80, n, Duration::from_secs(60)), n);
+        assert_eq!(w.router_stats(r1).icmp_too_big, 0);
+        assert_eq!(w.stack(a).counters().mtu_black_holes, 1);
     }
 }

@@ -85,6 +85,13 @@ pub struct TcpConfig {
     pub synack_retries: u32,
     /// Data retransmissions before the connection is aborted (Linux `tcp_retries2`: 15).
     pub max_retries: u32,
+    /// Path MTU black hole detection (Linux `tcp_mtu_probing` = 1, RFC 4821 §3's "ICMP
+    /// black hole"): after the third retransmission timeout in a row, a connection whose
+    /// segments are larger than 1,024 bytes assumes a path that drops them without a
+    /// Datagram Too Big and sends 1,024-byte segments (Linux `tcp_base_mss`); each further
+    /// timeout halves that, down to 512. The smaller size holds for the connection's life
+    /// (no probing back up). Off by default, as on Linux.
+    pub mtu_probing: bool,
     /// Abort when data stays unacknowledged this long (RFC 5482's user timeout); `None`
     /// leaves only `max_retries`.
     pub user_timeout: Option<Duration>,
@@ -136,6 +143,7 @@ impl Default for TcpConfig {
             syn_retries: 6,
             synack_retries: 5,
             max_retries: 15,
+            mtu_probing: false,
             user_timeout: None,
             keepalive: None,
             initial_window: 10,

@@ -19,7 +19,12 @@
 //! segment of its own. When the estimate expires (RFC 1191 §6.3, 10 minutes) the
 //! connections to the peer grow back to the size their handshake set; if the path is still
 //! narrow, the next Datagram Too Big lowers them again.
+//!
+//! Where no Datagram Too Big ever comes (a black hole), a connection with
+//! `TcpConfig::mtu_probing` on lowers its own size after repeated timeouts ([`black_hole`]),
+//! as Linux does with `tcp_mtu_probing` = 1.
 
+use super::env::Env;
 use super::recovery;
 use super::seq::SeqNumber;
 use super::sndq;
@@ -101,6 +106,33 @@ pub(crate) fn follow(iface: &Interface, tcb: &mut Tcb, counters: &mut Counters) 
         return;
     }
     counters.pmtu_followed += 1;
+    tcb.set_smss(smss);
+    tcb.cc.set_smss(tcb.eff_mss as u32);
+}
+
+/// Retransmission timeouts in a row after which a connection with `TcpConfig::mtu_probing`
+/// suspects a black hole (Linux `tcp_retries1`, 3).
+pub(crate) const BLACK_HOLE_AFTER: u32 = 3;
+
+/// The segment size a suspected black hole is first met with (Linux `tcp_base_mss`), and
+/// the floor the halving stops at (what the smallest believed Datagram Too Big leaves).
+const BASE_MSS: u16 = 1024;
+const FLOOR_MSS: u16 = MIN_PMTU - HEADERS;
+
+/// A retransmission timeout after [`BLACK_HOLE_AFTER`] in a row, with black hole detection
+/// on (`TcpConfig::mtu_probing`; Linux `tcp_mtu_probing`): the path may drop large
+/// segments without a word (a router that sends no Datagram Too Big, or a firewall that
+/// drops it: RFC 2923 §2.1, RFC 4821 §1). The size goes to 1,024 bytes, or half of what
+/// it is if already there or below, not under 512, for the connection's life (its
+/// `mss_clamp`: no later expiry raises it). The timeout's retransmission, from SND.UNA, is
+/// cut to the new size (`output::send_data`).
+pub(crate) fn black_hole(env: &mut Env, tcb: &mut Tcb) {
+    let smss = if tcb.smss > BASE_MSS { BASE_MSS } else { (tcb.smss / 2).max(FLOOR_MSS) };
+    if smss >= tcb.smss {
+        return;
+    }
+    env.counters.mtu_black_holes += 1;
+    tcb.mss_clamp = tcb.mss_clamp.min(smss);
     tcb.set_smss(smss);
     tcb.cc.set_smss(tcb.eff_mss as u32);
 }

@@ -127,6 +127,9 @@ fn retransmit_timeout(env: &mut Env, tcb: &mut Tcb) -> Outcome {
             let hold = tcb.retries > 1 || tcb.recovery.is_some();
             let flight = (!hold).then(|| tcb.flight());
             recovery::abandon(tcb);
+            if env.config.mtu_probing && tcb.retries >= super::pmtu::BLACK_HOLE_AFTER {
+                super::pmtu::black_hole(env, tcb);
+            }
             tcb.cc.on_rto(env.now, flight);
             tcb.recover = tcb.snd_max;
             sndq::go_back_to_una(tcb);
