@@ -283,6 +283,34 @@ fn bad_input_gives_typed_errors() {
     assert_eq!(client.peer_addr().unwrap_err().kind(), ErrorKind::ConnectionAborted);
 }
 
+/// Per-stream keep-alive and user timeout (`SO_KEEPALIVE` with `TCP_KEEPIDLE`/`INTVL`/`CNT`,
+/// `TCP_USER_TIMEOUT`): set and read back, zero values refused, and the probes go out on an
+/// idle connection (RFC 1122 §4.2.3.6) and are answered, so it stays up.
+#[test]
+fn keepalive_and_user_timeout_per_stream() {
+    use ackclock::tcp::{KeepAlive, State};
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(29)).unwrap();
+    let client = TcpStream::connect(&a, b_at(29)).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    assert_eq!((client.keepalive().unwrap(), client.user_timeout().unwrap()), (None, None));
+    let ka = KeepAlive { idle: Duration::from_millis(30), interval: Duration::from_millis(30), count: 3 };
+    for bad in [KeepAlive { idle: Duration::ZERO, ..ka }, KeepAlive { count: 0, ..ka }] {
+        assert_eq!(client.set_keepalive(Some(bad)).unwrap_err().kind(), ErrorKind::InvalidInput);
+    }
+    assert_eq!(client.set_user_timeout(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::InvalidInput);
+    client.set_user_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(client.user_timeout().unwrap(), Some(Duration::from_secs(5)));
+    let before = server.tcp_info().unwrap().stats.segs_in;
+    client.set_keepalive(Some(ka)).unwrap();
+    assert_eq!(client.keepalive().unwrap(), Some(ka));
+    // Nothing is written: what reaches the server now are probes, and it answers them.
+    eventually(|| server.tcp_info().unwrap().stats.segs_in >= before + 3);
+    assert_eq!(client.tcp_info().unwrap().state, State::Established);
+    client.set_keepalive(None).unwrap();
+    assert_eq!(client.keepalive().unwrap(), None);
+}
+
 /// `shutdown_linger` lets a dropped stream's queued data and FIN arrive (RFC 9293 §3.6:
 /// the close completes once the FIN is acknowledged), where `shutdown` would reset it; the
 /// device comes back afterwards, of its own type only.

@@ -382,3 +382,28 @@ async fn peek_then_read_gets_the_same_bytes() {
     };
     let (_client, ()) = tokio::join!(client, server);
 }
+
+/// Keep-alive and the user timeout on a tokio stream: set, read back, and the probes keep
+/// an idle connection up (the peer answers them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_and_user_timeout_on_a_tokio_stream() {
+    use ackclock::tcp::KeepAlive;
+    let (a, b) = pair();
+    let listener = TcpListener::bind(&b, b_at(31)).unwrap();
+    let (client, accepted) = tokio::join!(TcpStream::connect(&a, b_at(31)), listener.accept());
+    let (client, (server, _)) = (client.unwrap(), accepted.unwrap());
+    let ka = KeepAlive { idle: Duration::from_millis(30), interval: Duration::from_millis(30), count: 3 };
+    client.set_keepalive(Some(ka)).unwrap();
+    client.set_user_timeout(Some(Duration::from_secs(3))).unwrap();
+    assert_eq!((client.keepalive().unwrap(), client.user_timeout().unwrap()), (Some(ka), Some(Duration::from_secs(3))));
+    let before = server.tcp_info().unwrap().stats.segs_in;
+    // Only waits for the other runtime's progress (bounded), never a timing assertion.
+    for _ in 0..20_000 {
+        if server.tcp_info().unwrap().stats.segs_in >= before + 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(server.tcp_info().unwrap().stats.segs_in >= before + 3, "no probes arrived");
+    assert_eq!(client.tcp_info().unwrap().state, ackclock::tcp::State::Established);
+}

@@ -130,6 +130,26 @@ impl TcpStream {
         self.inner.nodelay()
     }
 
+    /// Keep-alive probes ([`net::TcpStream::set_keepalive`]); `None` turns them off.
+    pub fn set_keepalive(&self, keepalive: Option<crate::tcp::KeepAlive>) -> io::Result<()> {
+        self.inner.set_keepalive(keepalive)
+    }
+
+    /// The keep-alive settings (`None`: off).
+    pub fn keepalive(&self) -> io::Result<Option<crate::tcp::KeepAlive>> {
+        self.inner.keepalive()
+    }
+
+    /// RFC 5482's user timeout ([`net::TcpStream::set_user_timeout`]).
+    pub fn set_user_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
+        self.inner.set_user_timeout(timeout)
+    }
+
+    /// The user timeout (`None`: only the retransmission count ends a connection).
+    pub fn user_timeout(&self) -> io::Result<Option<std::time::Duration>> {
+        self.inner.user_timeout()
+    }
+
     /// Make dropping this stream reset the connection instead of closing it
     /// ([`net::TcpStream::set_zero_linger`]).
     pub fn set_zero_linger(&self) -> io::Result<()> {
