@@ -2,8 +2,9 @@
 //! listening on port 80), hold an established connection; the input is a program of
 //! operations on them: inject raw frames, inject TCP segments aimed at the connection's
 //! 4-tuple (sequence numbers near the live ones, valid checksums most of the time), drop,
-//! duplicate, reorder or corrupt frames on the link, advance time, and make application
-//! calls (send, recv, shutdown, close, abort, accept, connect).
+//! duplicate, reorder or corrupt frames on the link, answer a frame on the link with a
+//! router's ICMP error (Datagram Too Big, Destination Unreachable, Time Exceeded), advance
+//! time, and make application calls (send, recv, shutdown, close, abort, accept, connect).
 //!
 //! Checked: no panic; a pool never holds more free buffers than it has; the connection
 //! table stays within its bound; while nothing was injected, what each application reads
@@ -131,10 +132,50 @@ fn config(i: usize) -> StackConfig {
         recv_buffer: 16 * 1024,
         max_connections: MAX_CONNECTIONS,
         max_time_wait: MAX_TIME_WAIT,
+        // A's connections also suspect black holes after repeated timeouts.
+        mtu_probing: i == 0,
         ..TcpConfig::default()
     };
     c.batch = 32;
     c
+}
+
+/// A router's ICMP error answering `frame` (Ethernet, IPv4), from 10.0.0.254: `kind`'s low
+/// bits choose a Datagram Too Big reporting `mtu` (most often), another Destination
+/// Unreachable code, or a Time Exceeded. `None` if the frame is not IPv4.
+fn icmp_error(frame: &[u8], kind: u8, mtu: u16) -> Option<Vec<u8>> {
+    use ackclock::wire::icmpv4::DstUnreachable;
+    use ackclock::wire::{Icmpv4Packet, Icmpv4Repr};
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let quote = &eth.payload()[..(ip.header_len() as usize + 8).min(eth.payload().len())];
+    let msg = match kind % 8 {
+        0..=4 => Icmpv4Repr::DstUnreachable { reason: DstUnreachable::FRAG_NEEDED, next_hop_mtu: mtu, header: quote },
+        5 | 6 => Icmpv4Repr::DstUnreachable { reason: DstUnreachable((kind >> 3) % 16), next_hop_mtu: 0, header: quote },
+        _ => Icmpv4Repr::TimeExceeded { code: 0, header: quote },
+    };
+    let ip_out = Ipv4Repr {
+        src_addr: Ipv4Addr::new(10, 0, 0, 254),
+        dst_addr: ip.src_addr(),
+        protocol: IpProtocol::ICMP,
+        payload_len: msg.buffer_len(),
+        ttl: 64,
+        ident: 0,
+        dont_frag: false,
+        dscp_ecn: 0,
+        fragment: None,
+    };
+    let eth_out = EthernetRepr {
+        src_addr: ackclock::wire::EthernetAddress([2, 0, 0, 0, 0, 0xfe]),
+        dst_addr: eth.src_addr(),
+        ethertype: EtherType::IPV4,
+        vlan_id: None,
+    };
+    let mut out = vec![0u8; 14 + 20 + msg.buffer_len()];
+    eth_out.emit(&mut EthernetFrame::new_unchecked(&mut out[..]));
+    ip_out.emit(&mut Ipv4Packet::new_unchecked(&mut out[14..34]), true);
+    msg.emit(&mut Icmpv4Packet::new_unchecked(&mut out[34..]));
+    Some(out)
 }
 
 fn seq_after(a: u32, b: u32) -> bool {
@@ -631,9 +672,21 @@ fuzz_target!(|data: &[u8]| {
                 let from = (op >> 4) as usize & 1;
                 w.deliver(from, (r.u8() % 16) as usize + 1);
             }
+            // A frame lost on the way; with the top bit, a router's ICMP error for it goes
+            // back to its sender instead (Datagram Too Big with any MTU, another
+            // Destination Unreachable, a Time Exceeded): path MTU discovery, its cache and
+            // the soft and hard errors against live connection state.
             11 => {
                 let from = (op >> 4) as usize & 1;
-                w.link[from].pop_front();
+                if let Some(f) = w.link[from].pop_front() {
+                    if op & 0x80 != 0 {
+                        let (kind, mtu) = (r.u8(), r.u16());
+                        if let Some(bytes) = icmp_error(f.data(), kind, mtu) {
+                            drop(f);
+                            w.inject(from, &bytes, false, false);
+                        }
+                    }
+                }
             }
             12 => {
                 let from = (op >> 4) as usize & 1;
