@@ -16,10 +16,23 @@ const WIN: u16 = 65535;
 /// An accepted connection on port 8080 with `n` bytes written and their segments taken.
 fn sending(n: usize) -> (Script, TcpHandle) {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    let (_, c) = serve(&mut t);
     t.stack.tcp_send(c, &vec![7u8; n]).unwrap();
     (t, c)
+}
+
+/// A listener on port 8080 and the connection it accepted from the peer (SYN with MSS 1460).
+fn serve(t: &mut Script) -> (ackclock::ListenerHandle, TcpHandle) {
+    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
+    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    (l, c)
+}
+
+/// At 5 ms, the router's Datagram Too Big reporting `mtu` for our segment at `rel`.
+fn router_says(t: &mut Script, rel: u32, mtu: u16) {
+    let f = too_big(t, LOCAL, rel, mtu);
+    t.at(5);
+    t.inject_raw(&f);
 }
 
 /// The router's Datagram Too Big for the segment at relative sequence number `rel` that
@@ -163,13 +176,10 @@ fn accept_another(t: &mut Script, l: ackclock::ListenerHandle, port: u16) -> (Tc
 #[test]
 fn a_later_connection_to_the_peer_starts_at_the_learned_size() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    let (l, c) = serve(&mut t);
     t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
     t.discard();
-    let f = too_big(&t, LOCAL, 1, 1400);
-    t.at(5);
-    t.inject_raw(&f);
+    router_says(&mut t, 1, 1400);
     t.discard();
     assert_eq!(t.stack.iface().path_mtus().get(PEER), Some(1400));
     assert_eq!(t.stack.iface().path_mtu(PEER), 1400);
@@ -190,8 +200,7 @@ fn a_later_connection_to_the_peer_starts_at_the_learned_size() {
 #[test]
 fn an_open_connection_to_the_peer_follows_before_it_next_sends() {
     let mut t = Script::new(tcp_config());
-    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    let (l, c) = serve(&mut t);
     let (d, iss) = accept_another(&mut t, l, PEER_PORT + 1);
     t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
     t.discard();
@@ -218,9 +227,7 @@ fn an_open_connection_to_the_peer_follows_before_it_next_sends() {
 fn the_estimate_expires_after_ten_minutes_and_the_size_grows_back() {
     let (mut t, c) = sending(1460);
     t.discard();
-    let f = too_big(&t, LOCAL, 1, 1400);
-    t.at(5);
-    t.inject_raw(&f);
+    router_says(&mut t, 1, 1400);
     t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1360));
     t.expect(5, seg("P.").seq(1361).ack(PEER_ISS + 1).win(WIN).len(100));
     t.inject(10, seg(".").seq(PEER_ISS + 1).ack(1461).win(WIN));
@@ -251,13 +258,10 @@ fn without_a_cache_each_connection_learns_alone() {
     cfg.tcp = tcp_config();
     cfg.iface.path_mtu.capacity = 0;
     let mut t = Script::with_config(cfg, ackclock::phy::Capabilities::ethernet(1500));
-    let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-    let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+    let (l, c) = serve(&mut t);
     t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
     t.discard();
-    let f = too_big(&t, LOCAL, 1, 1400);
-    t.at(5);
-    t.inject_raw(&f);
+    router_says(&mut t, 1, 1400);
     t.expect(5, seg(".").seq(1).ack(PEER_ISS + 1).win(WIN).len(1360));
     t.discard();
     let (d, _) = accept_another(&mut t, l, PEER_PORT + 1);
@@ -276,8 +280,7 @@ fn rfc4821_repeated_timeouts_suspect_a_black_hole() {
         let mut cfg = tcp_config();
         cfg.mtu_probing = probing;
         let mut t = Script::new(cfg);
-        let l = t.stack.tcp_listen(SocketAddrV4::new(LOCAL, 8080), 8).unwrap();
-        let c = t.accept_with(l, seg("S").win(WIN).mss(1460));
+        let (_, c) = serve(&mut t);
         t.stack.tcp_send(c, &[7u8; 1460]).unwrap();
         let mut sent = vec![];
         for (ms, s) in t.run_to(20_000) {
