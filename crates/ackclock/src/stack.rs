@@ -284,6 +284,7 @@ impl Stack {
                 self.tcp.path_mtu(now, msg, &mut self.iface)
             }
             Some(Ingress::TooBig(msg)) => {
+                // Believed only for a connected socket's own destination (`Udp::too_big`).
                 if self.udp.too_big(msg) {
                     self.tcp.counters.pmtu_udp += 1;
                     self.iface.learn_path_mtu(now, *msg.remote.ip(), msg.mtu);

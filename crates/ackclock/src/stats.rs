@@ -162,17 +162,16 @@ counters! {
         pmtu_reductions,
         /// Datagram Too Big messages for a TCP segment that no connection has in flight
         /// (RFC 5927 §4.1: not believed), or reporting an MTU no smaller than the one in use,
-        /// or for a UDP datagram of no socket.
+        /// or for a UDP datagram of no socket connected to its destination.
         pmtu_ignored,
-        /// Connections whose segment size followed a changed path MTU estimate for their
+        /// Times a connection's segment size followed a changed path MTU estimate for its
         /// peer before sending: one another connection's Datagram Too Big lowered, or one
         /// that expired (RFC 1191 §5, §6.3).
         pmtu_followed,
-        /// Datagram Too Big messages for a datagram of a bound UDP socket: the destination's
-        /// path MTU learned (RFC 1191 §5), and a socket connected to it told (Linux's
-        /// EMSGSIZE).
+        /// Datagram Too Big messages for a datagram of a UDP socket connected to the quoted
+        /// destination: its path MTU learned (RFC 1191 §5), the socket told (EMSGSIZE).
         pmtu_udp,
-        /// Connections that lowered their segment size after repeated retransmission
+        /// Times a connection lowered its segment size after repeated retransmission
         /// timeouts, suspecting a path MTU black hole (`TcpConfig::mtu_probing`).
         mtu_black_holes,
         /// SYN-ACKs sent with a SYN cookie instead of a SYN queue entry (RFC 4987 §3.6).

@@ -207,12 +207,13 @@ fn udp_too_big(src: SocketAddrV4, dst: SocketAddrV4, mtu: u16) -> Vec<u8> {
     icmp_from_router(icmp)
 }
 
-/// RFC 1191 §5 for UDP, as Linux's `__udp4_lib_err` takes a Datagram Too Big with path MTU
-/// discovery on: believed when it names a bound socket, it sets the destination's path MTU
-/// for every socket (and connection) to it; a socket connected to that destination fails
-/// its next call with EMSGSIZE, once. With DF set and no fragmentation, a datagram larger
-/// than the path MTU then fails at once (Linux's `IP_PMTUDISC_DO`) instead of vanishing
-/// on the way. One naming no bound socket teaches nothing.
+/// RFC 1191 §5 for UDP: a Datagram Too Big for a connected socket's datagram to its peer
+/// sets the destination's path MTU for every socket and connection to it, and the socket
+/// fails its next call with EMSGSIZE, once. With DF set and no fragmentation, a datagram
+/// larger than the path MTU then fails at once (Linux's `IP_PMTUDISC_DO`) instead of
+/// vanishing on the way. Stricter than Linux (RFC 8085 §5.2): one naming an unconnected
+/// socket, or a connected one's other destination, teaches nothing, so that a message
+/// forged against a well-known port cannot shrink the path to anyone.
 #[test]
 fn rfc1191_a_datagram_too_big_for_udp_sets_the_path_mtu() {
     let mut t = Script::new(tcp_config());
@@ -233,9 +234,13 @@ fn rfc1191_a_datagram_too_big_for_udp_sets_the_path_mtu() {
     assert_eq!(t.stack.udp_send(s, &[0u8; 1252]), Ok(1252));
     let other = Ipv4Addr::new(192, 168, 0, 3);
     assert_eq!(t.stack.udp_send_to(u, &[0u8; 1472], SocketAddrV4::new(other, 53)), Ok(1472));
+    // An unconnected socket's port, the connected one's other destination, no socket.
+    t.inject_raw(&udp_too_big(ours(6000), SocketAddrV4::new(other, 53), 600));
+    t.inject_raw(&udp_too_big(ours(5000), SocketAddrV4::new(other, 53), 600));
     t.inject_raw(&udp_too_big(ours(7000), SocketAddrV4::new(other, 53), 600));
     assert_eq!(t.stack.iface().path_mtu(other), 1500);
-    assert_eq!(t.stack.counters().pmtu_ignored, 1);
+    assert_eq!(t.stack.udp_readable(s), Ok(false));
+    assert_eq!((t.stack.counters().pmtu_ignored, t.stack.counters().pmtu_udp), (3, 1));
 }
 
 /// The time (ms) and what the stack sends next, stepping 1 ms at a time up to `limit`.

@@ -16,7 +16,8 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 /// quotes a TCP segment or UDP datagram this host sent: the socket pair the quote names,
 /// the quoted TCP segment's sequence number, and the MTU the router reported. TCP checks
 /// the sequence number against what it has in flight before it believes the MTU (RFC 5927
-/// §4.1); UDP, which has none, believes one that names a bound socket, as Linux does.
+/// §4.1); UDP, which has none, believes one only for a socket connected to the quoted
+/// destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooBig {
     /// TCP or UDP.

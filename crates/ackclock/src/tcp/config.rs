@@ -90,7 +90,10 @@ pub struct TcpConfig {
     /// segments are larger than 1,024 bytes assumes a path that drops them without a
     /// Datagram Too Big and sends 1,024-byte segments (Linux `tcp_base_mss`); each further
     /// timeout halves that, down to 512. The smaller size holds for the connection's life
-    /// (no probing back up). Off by default, as on Linux.
+    /// (no probing back up, where Linux searches upward again after `tcp_probe_interval`).
+    /// Linux's trigger is the time three backed-off timeouts take (`tcp_retries1`), and its
+    /// floor 48 bytes (`tcp_mtu_probe_floor`). Any three timeouts in a row count, an outage
+    /// too. Off by default, as on Linux.
     pub mtu_probing: bool,
     /// Abort when data stays unacknowledged this long (RFC 5482's user timeout); `None`
     /// leaves only `max_retries`.

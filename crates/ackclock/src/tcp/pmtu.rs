@@ -65,6 +65,13 @@ impl Tcp {
         iface.learn_path_mtu(now, tuple.remote_addr, mtu);
         let smss = bounded(iface, tcb).min(mtu - HEADERS);
         if smss >= tcb.smss {
+            // No smaller than in use; but the generation just noted may have carried an
+            // expiry this connection had not followed yet.
+            if smss > tcb.smss {
+                self.counters.pmtu_followed += 1;
+                tcb.set_smss(smss);
+                tcb.cc.set_smss(tcb.eff_mss as u32);
+            }
             self.counters.pmtu_ignored += 1;
             return;
         }

@@ -383,12 +383,14 @@ impl Udp {
         true
     }
 
-    /// A Datagram Too Big quoting a datagram we sent, as Linux's `__udp4_lib_err` takes one:
-    /// believed if a socket is bound where the quote says it came from (UDP has no sequence
-    /// number to check it by; the MTU's floor of 552 bounds what a forged one can do,
-    /// RFC 5927 §7.2), and a socket connected to the quoted destination fails its next
-    /// call with [`UdpError::MessageTooLong`] once (EMSGSIZE). Returns whether it was
-    /// believed: the caller keeps the destination's path MTU.
+    /// A Datagram Too Big quoting a datagram we sent. Believed only for a socket connected
+    /// to the quoted destination (RFC 8085 §5.2: check that the message answers traffic
+    /// this socket sent; UDP has no sequence number, so the connected pair is the check,
+    /// stricter than Linux's `__udp4_lib_err`, which believes any bound socket, so that a
+    /// message forged against a well-known server port cannot shrink the path, and the
+    /// TCP connections, to any destination). That socket fails its next call with
+    /// [`UdpError::MessageTooLong`] once (EMSGSIZE). Returns whether it was believed: the
+    /// caller keeps the destination's path MTU.
     pub(crate) fn too_big(&mut self, msg: crate::iface::TooBig) -> bool {
         let (ip, port) = (*msg.local.ip(), msg.local.port());
         let bound = self.binds.get(&(ip, port)).or_else(|| self.binds.get(&(Ipv4Addr::UNSPECIFIED, port)));
@@ -396,9 +398,10 @@ impl Udp {
         else {
             return false;
         };
-        if s.peer == Some(msg.remote) {
-            s.error = Some(UdpError::MessageTooLong);
+        if s.peer != Some(msg.remote) {
+            return false;
         }
+        s.error = Some(UdpError::MessageTooLong);
         true
     }
 
@@ -592,7 +595,10 @@ impl Udp {
         // No fragmentation, and DF set: a datagram larger than the path MTU would be lost
         // on the way, so it fails here (Linux's `IP_PMTUDISC_DO`), against the link's MTU
         // or a smaller one a Datagram Too Big taught for the destination.
-        if data.len() + crate::wire::udp::HEADER_LEN + 20 > iface.path_mtu(*to.ip()) {
+        // No estimate is below the floor: a datagram that short looks nothing up.
+        let total = data.len() + crate::wire::udp::HEADER_LEN + 20;
+        let floor = crate::iface::pmtu::MIN_PMTU as usize;
+        if total > iface.capabilities().mtu || (total > floor && total > iface.path_mtu(*to.ip())) {
             return Err(UdpError::MessageTooLong);
         }
         let mut buf = pool.alloc().map_err(|_| {
