@@ -69,15 +69,13 @@ impl Tcp {
             // expiry this connection had not followed yet.
             if smss > tcb.smss {
                 self.counters.pmtu_followed += 1;
-                tcb.set_smss(smss);
-                tcb.cc.set_smss(tcb.eff_mss as u32);
+                resize(tcb, smss);
             }
             self.counters.pmtu_ignored += 1;
             return;
         }
         self.counters.pmtu_reductions += 1;
-        tcb.set_smss(smss);
-        tcb.cc.set_smss(tcb.eff_mss as u32);
+        resize(tcb, smss);
         // Send again from SND.UNA what the peer has not SACKed, as after a timeout but
         // with the congestion window as it is. Recovery, if any, ends: its scoreboard
         // counted segments of the old size, and `recover` keeps the duplicate ACKs the
@@ -113,8 +111,7 @@ pub(crate) fn follow(iface: &Interface, tcb: &mut Tcb, counters: &mut Counters) 
         return;
     }
     counters.pmtu_followed += 1;
-    tcb.set_smss(smss);
-    tcb.cc.set_smss(tcb.eff_mss as u32);
+    resize(tcb, smss);
 }
 
 /// Retransmission timeouts in a row after which a connection with `TcpConfig::mtu_probing`
@@ -140,6 +137,12 @@ pub(crate) fn black_hole(env: &mut Env, tcb: &mut Tcb) {
     }
     env.counters.mtu_black_holes += 1;
     tcb.mss_clamp = tcb.mss_clamp.min(smss);
+    resize(tcb, smss);
+}
+
+/// The connection's send MSS becomes `smss`, and its congestion control counts in the new
+/// full-sized segment (timestamps taken out).
+fn resize(tcb: &mut Tcb, smss: u16) {
     tcb.set_smss(smss);
     tcb.cc.set_smss(tcb.eff_mss as u32);
 }

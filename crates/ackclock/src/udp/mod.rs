@@ -370,11 +370,7 @@ impl Udp {
     /// its next receive or send fails with it, once. Returns whether a socket took it.
     pub(crate) fn icmp_error(&mut self, msg: crate::iface::Unreachable) -> bool {
         let Some((err, true)) = msg.error() else { return false };
-        let Some(&idx) = self.binds.get(&(*msg.local.ip(), msg.local.port())) else { return false };
-        let Some(s) = self.slots.get_mut(idx as usize).and_then(|s| s.socket.as_mut()) else { return false };
-        if s.peer != Some(msg.remote) {
-            return false;
-        }
+        let Some(s) = self.connected(msg.local, msg.remote) else { return false };
         s.error = Some(match err {
             crate::iface::UnreachableError::Net => UdpError::Unreachable,
             crate::iface::UnreachableError::Host => UdpError::HostUnreachable,
@@ -392,17 +388,17 @@ impl Udp {
     /// [`UdpError::MessageTooLong`] once (EMSGSIZE). Returns whether it was believed: the
     /// caller keeps the destination's path MTU.
     pub(crate) fn too_big(&mut self, msg: crate::iface::TooBig) -> bool {
-        let (ip, port) = (*msg.local.ip(), msg.local.port());
-        let bound = self.binds.get(&(ip, port)).or_else(|| self.binds.get(&(Ipv4Addr::UNSPECIFIED, port)));
-        let Some(s) = bound.copied().and_then(|idx| self.slots.get_mut(idx as usize)).and_then(|s| s.socket.as_mut())
-        else {
-            return false;
-        };
-        if s.peer != Some(msg.remote) {
-            return false;
-        }
+        let Some(s) = self.connected(msg.local, msg.remote) else { return false };
         s.error = Some(UdpError::MessageTooLong);
         true
+    }
+
+    /// The socket bound at `local` and connected to `remote`, which an ICMP error quoting
+    /// a datagram between the two concerns (a connect binds the interface's address, so
+    /// the exact pair finds it).
+    fn connected(&mut self, local: SocketAddrV4, remote: SocketAddrV4) -> Option<&mut Socket> {
+        let &idx = self.binds.get(&(*local.ip(), local.port()))?;
+        self.slots.get_mut(idx as usize)?.socket.as_mut().filter(|s| s.peer == Some(remote))
     }
 
     /// A received datagram (its view the UDP header and what follows, up to the IP total
